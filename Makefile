@@ -16,11 +16,12 @@ help:
 	@echo "make lint   ruff on the library, tests and notebooks"
 
 # The environment is rebuilt when the pins or the package metadata change.
-$(STAMP): requirements/pins.txt pyproject.toml
+$(STAMP): requirements/pins.txt requirements/nodeps.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements/pins.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements/nodeps.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
