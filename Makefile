@@ -1,23 +1,25 @@
-# flowlaws: the two commands of the README are `make book` and `make test`.
+# flowlaws: the README's two commands are `make book` and `make test`.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+VENDOR := _vendor/.complete
+JB_FLAGS := -W -n --keep-going
 
-.PHONY: help env book test lab bench lint clean
+.PHONY: help env book test lab bench lint clean chromium
 
 help:
 	@echo "make book   build the HTML book into _build/html (creates .venv when missing)"
-	@echo "make test   run every test: library, notebooks (smoke size), nbval, browser"
+	@echo "make test   run every test: library, notebooks at smoke size, nbval, browser"
 	@echo "make lab    open JupyterLab on book/"
 	@echo "make bench  print speed ratios measured side by side"
-	@echo "make lint   ruff on the library, tests and notebooks"
+	@echo "make lint   ruff on the library, tests, tools and notebooks"
 
-# The environment is rebuilt when the pins or the package metadata change.
+# The environment is (re)built when the pins or the package metadata change.
 $(STAMP): requirements/pins.txt requirements/nodeps.txt pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
+	@command -v $(PYTHON) >/dev/null || { echo "need Python 3.11 on PATH (or: make PYTHON=/path/to/python3.11 ...)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements/pins.txt
@@ -25,12 +27,35 @@ $(STAMP): requirements/pins.txt requirements/nodeps.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-env: $(STAMP)
+# MathJax, require.js, the widget manager and the chart libraries, served from the build.
+$(VENDOR): tools/vendor_assets.py requirements/pins.txt | $(STAMP)
+	$(PY) tools/vendor_assets.py --out _vendor
+	touch $(VENDOR)
 
-lint: $(STAMP)
+env: $(STAMP) $(VENDOR)
+
+book: env
+	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
+	@echo "open _build/html/index.html"
+
+# Debian's chromium for the browser test (never a browser downloaded by a test tool).
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null || { echo "apt-get install chromium failed"; exit 1; }; \
+	  else echo "no /usr/bin/chromium and no root apt-get: the browser test will be skipped"; fi; \
+	fi
+
+test: env chromium
+	$(PY) -m pytest tests
+
+lab: env
+	$(VENV)/bin/jupyter lab book/
+
+lint: env
 	$(VENV)/bin/ruff check lib tests bench tools book
 
-bench: $(STAMP)
+bench: env
 	$(PY) -m bench
 
 clean:

@@ -5,7 +5,9 @@ import pkgutil
 
 import bench
 
-modules = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
+modules = sorted(
+    m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_")
+)
 if not modules:
     print("no benchmarks yet")
 for name in modules:

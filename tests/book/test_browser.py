@@ -1,0 +1,107 @@
+"""Open every page of the built book in headless Chromium with the network closed.
+
+Chromium comes from Debian's package (``make test`` installs it when missing); Playwright
+drives ``/usr/bin/chromium`` and never downloads a browser. Every request that is not to the
+local server is aborted and counted as a failure, so a page that passes works offline.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from _harness import ROOT, toc_files
+
+pytestmark = [pytest.mark.book, pytest.mark.browser]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+# sphinx-thebe declares THEBE_JS_URL twice on every page (shared/TOOLCHAIN.md).
+KNOWN_HARMLESS = ("THEBE_JS_URL",)
+TOC_PAGES = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+
+
+@pytest.fixture(scope="module")
+def server(smoke_book):
+    handler = functools.partial(_QuietHandler, directory=str(smoke_book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        message = "no /usr/bin/chromium: `make test` installs Debian's chromium where apt-get works"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def open_offline(browser, url: str):
+    """Load ``url`` with every non-local request aborted; return (page, problems)."""
+    context = browser.new_context()
+    page = context.new_page()
+    problems: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith("http://127.0.0.1"):
+            r.continue_()
+        else:
+            problems.append(f"request to the network: {r.request.url}")
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda e: problems.append(f"JavaScript error: {e}"))
+    page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
+    page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
+    page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"))
+    page.goto(url, wait_until="networkidle")
+    page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
+    page.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
+    return page, problems
+
+
+@pytest.mark.parametrize("name", TOC_PAGES)
+def test_page_renders_offline(browser, server, name):
+    page, problems = open_offline(browser, f"{server}/{name}.html")
+    text = page.inner_text("article")
+    assert "$$" not in text and "\\(" not in text and "\\[" not in text, "raw TeX left on the page"
+    if page.locator("article .math").count():
+        assert page.locator("mjx-container").count() > 0, "math on the page was not typeset"
+    broken = page.evaluate(
+        "() => [...document.images]"
+        ".filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
+    )
+    assert not broken, f"images that did not load: {broken}"
+    real = [p for p in problems if not any(k in p for k in KNOWN_HARMLESS)]
+    assert not real, "\n".join(real)
+    page.context.close()
+
+
+def test_first_chapter_shows_its_figure_and_theorem(browser, server):
+    page, _ = open_offline(browser, f"{server}/book/01_conservation/01_gradient_flow.html")
+    figure = page.locator("figure#fig-balancedness img")
+    assert figure.count() == 1 and figure.evaluate("i => i.naturalWidth") > 100
+    assert page.locator(".proof.theorem, div.theorem").count() >= 1
+    assert page.locator("a[href*='references.html']").count() >= 1, "citations must link"
+    page.screenshot(path=str(ROOT / "_build" / "smoke" / "first_chapter.png"), full_page=False)
+    page.context.close()

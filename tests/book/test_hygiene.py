@@ -1,0 +1,59 @@
+"""Notebooks are stored clean and follow the book's outline (STYLE.md)."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+import yaml
+from _harness import ROOT, toc_notebooks
+
+NOTEBOOKS = toc_notebooks()
+ALL_NOTEBOOKS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book").rglob("*.ipynb")
+                       if ".ipynb_checkpoints" not in p.parts)
+REPOSITORY = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+
+
+def _code_cells(path: str):
+    return [c for c in nbformat.read(ROOT / path, 4).cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS)
+def test_stored_without_outputs(path):
+    dirty = [c.id for c in _code_cells(path) if c.outputs or c.execution_count is not None]
+    assert not dirty, f"{path}: cells with outputs or execution counts: {dirty} (clear them)"
+
+
+def test_every_notebook_is_in_the_toc():
+    assert sorted(NOTEBOOKS) == ALL_NOTEBOOKS, "a notebook under book/ is missing from _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_file_names_follow_reading_order(path):
+    assert re.fullmatch(r"book/\d\d_[a-z_]+/\d\d_[a-z0-9_]+\.ipynb", path), path
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_parameters_cell_comes_before_the_rest_of_the_code(path):
+    cells = _code_cells(path)
+    tagged = [i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{path}: needs exactly one cell tagged 'parameters'"
+    before = [c.source for c in cells[: tagged[0]]]
+    assert all("import flowlaws" in s for s in before), f"{path}: only the install cell first"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_notebook_prints_its_device(path):
+    assert any("pick_device(" in c.source for c in _code_cells(path)), f"{path}: no pick_device()"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_colab_link_and_install_cell_point_at_this_repository(path):
+    cells = nbformat.read(ROOT / path, 4).cells
+    owner_repo = REPOSITORY.removeprefix("https://github.com/")
+    colab = f"https://colab.research.google.com/github/{owner_repo}/blob/main/{path}"
+    links = re.findall(r"https://colab\.research\.google\.com/[^\s)]+", cells[0].source)
+    assert links == [colab], f"{path}: its first cell must link to {colab}, found {links}"
+    install = _code_cells(path)[0].source
+    assert f"git+{REPOSITORY}" in install and "%pip install" in install, f"{path}: install cell"
