@@ -235,6 +235,8 @@ def one_thread() -> Iterator[None]:
     The count's tensors are small (``D`` up to a few hundred): there OpenMP threads gain
     little, and on a shared, loaded machine they lose a lot (measured: 1.6 s on one thread
     against 12 s on two for ``MultiHeadAttention(8, 2, 4, 4, pe="rope")``).
+
+    Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -322,18 +324,20 @@ def drift(model: nn.Module, inputs: Tensor, targets: Tensor) -> dict[str, Tensor
 class _Span:
     """A running span of row vectors, kept as the ``R`` of a QR (same singular values, ≤ D rows).
 
-    Each added block is scaled to unit root-mean-square row norm, so that levels of brackets
-    of different magnitudes weigh alike; rows inside a block keep their relative sizes.
+    The Jacobian block is scaled to unit root-mean-square row norm (``rescale``); brackets
+    come already divided by the size of the terms they were computed from (:func:`_bracket`),
+    so that a bracket that vanishes identically stays at rounding level and adds no rank.
     """
 
     rows: Tensor
     rank: int = 0
     gap: float = math.inf
 
-    def add(self, block: Tensor, tol: float = RANK_TOL) -> None:
-        scale = block.norm(dim=1).pow(2).mean().sqrt()
-        if scale > 0:
-            self.rows = torch.linalg.qr(torch.cat([self.rows, block / scale]), mode="r")[1]
+    def add(self, block: Tensor, tol: float = RANK_TOL, rescale: bool = False) -> None:
+        if rescale:
+            scale = block.norm(dim=1).pow(2).mean().sqrt()
+            block = block / scale if scale > 0 else block
+        self.rows = torch.linalg.qr(torch.cat([self.rows, block]), mode="r")[1]
         self.rank, self.gap = _rank_and_gap(torch.linalg.svdvals(self.rows), tol)
 
 
@@ -357,30 +361,50 @@ def _rank(M: Tensor, tol: float = RANK_TOL) -> tuple[int, float]:
 # Iterated Lie brackets of the fields x ↦ ∇_θ ⟨c, f(θ, x)⟩.
 
 
-def _field(f: ModelFn, x: Tensor, c: Tensor) -> Callable[[Tensor], Tensor]:
+Scaled = Callable[[Tensor], tuple[Tensor, Tensor]]
+"""A field that also returns the size of the terms its value was computed from."""
+
+
+def _field(f: ModelFn, x: Tensor, c: Tensor) -> Scaled:
     """The gradient field ``θ ↦ ∇_θ ⟨c, f(θ, x)⟩`` (``x`` a batch of one, ``c`` like the output)."""
-    return grad(lambda t: (f(t, x) * c).sum())
+    gradient = grad(lambda t: (f(t, x) * c).sum())
+
+    def value(theta: Tensor) -> tuple[Tensor, Tensor]:
+        g = gradient(theta)
+        return g, g.norm()
+
+    return value
 
 
-def _bracket(X: Callable, Z: Callable) -> Callable[[Tensor], Tensor]:
-    """``[X, Z](θ) = DZ(θ) X(θ) − DX(θ) Z(θ)``, by two forward-mode products."""
+def _bracket(X: Scaled, Z: Scaled) -> Scaled:
+    """``[X, Z](θ) = DZ(θ) X(θ) − DX(θ) Z(θ)``, by two forward-mode products.
 
-    def value(theta: Tensor) -> Tensor:
-        z, dz = jvp(Z, (theta,), (X(theta),))
-        return dz - jvp(X, (theta,), (z,))[1]
+    The returned scale is what rounding errors are relative to: ``‖DZ X‖ + ‖DX Z‖``, times
+    ``scale(Z) / ‖Z‖`` so that an inner bracket that cancelled to rounding noise (commuting
+    fields) keeps its outer brackets at noise level instead of being blown up to size one.
+    """
+
+    def value(theta: Tensor) -> tuple[Tensor, Tensor]:
+        x = X(theta)[0]
+        z, dz, z_scale = jvp(Z, (theta,), (x,), has_aux=True)
+        dx = jvp(lambda t: X(t)[0], (theta,), (z,))[1]
+        inflation = z_scale / z.norm().clamp_min(torch.finfo(z.dtype).tiny)
+        return dz - dx, (dz.norm() + dx.norm()) * inflation
 
     return value
 
 
 def _nested(f: ModelFn, theta: Tensor, xs: Tensor, cs: Tensor) -> Tensor:
-    """The right-nested bracket ``[X_0, [X_1, … [X_{k-1}, X_k]]](θ)`` of ``k+1`` fields.
+    """The right-nested bracket ``[X_0, [X_1, … [X_{k-1}, X_k]]](θ)``, divided by its scale.
 
-    ``xs``: ``(k+1, 1, *input)``; ``cs``: ``(k+1, 1, *output)``; the result has shape ``(D,)``.
+    ``xs``: ``(k+1, 1, *input)``; ``cs``: ``(k+1, 1, *output)``; the result has shape ``(D,)``
+    and norm at most about one; a bracket that vanishes identically comes out at ~1e-16.
     """
     Z = _field(f, xs[-1], cs[-1])
     for j in range(xs.shape[0] - 2, -1, -1):
         Z = _bracket(_field(f, xs[j], cs[j]), Z)
-    return Z(theta)
+    value, scale = Z(theta)
+    return value / scale.clamp_min(torch.finfo(value.dtype).tiny)
 
 
 def _brackets(
@@ -397,7 +421,8 @@ def _brackets(
 
     Each field is ``∇_θ ⟨c, f(θ, x)⟩`` with ``x`` drawn from ``X`` and ``c`` Gaussian: the
     brackets are multilinear in the ``c``'s, so ``n`` random ones span the same space as all
-    of them once ``n`` exceeds the dimension still missing (generically).
+    of them once ``n`` exceeds the dimension still missing (generically). ``batched=False``
+    evaluates them one at a time in a Python loop (the reference of ``bench/bench_laws.py``).
     """
     idx = torch.randint(X.shape[0], (n, depth + 1), generator=gen)
     xs = X[idx][:, :, None]
@@ -425,7 +450,7 @@ def _lie_dims(
     """
     D = theta.numel()
     span = _Span(theta.new_zeros((0, D)))
-    span.add(J)
+    span.add(J, rescale=True)
     dims, gaps = [span.rank], [span.gap]
     for depth in range(1, max_depth + 1):
         if span.rank == D:
@@ -461,6 +486,8 @@ class LawCount:
         law_residual: :func:`orthogonality` of the claimed invariants (max over points).
         dims: per point, the span's dimension after 0, 1, 2, … levels of brackets.
         notes: plain-language warnings (disagreements, small gaps, false claims).
+
+    Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
 
     n_laws: int

@@ -146,6 +146,8 @@ def sinusoidal_encoding(
     """The fixed encoding of Vaswani et al. (2017), shape ``(tokens, d_model)``.
 
     Column ``2j`` is ``sin(t / 10000^{2j/d_model})`` and column ``2j+1`` its cosine.
+
+    Explained in: book/01_conservation/03_attention.ipynb
     """
     t = torch.arange(tokens, dtype=dtype)[:, None]
     j = torch.arange(d_model, dtype=dtype)[None, :]
@@ -158,6 +160,8 @@ def rotary(z: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
 
     Block ``j`` (coordinates ``2j, 2j+1``) of token ``t`` turns by ``t · base^{-2j/d}``
     radians, so that ``⟨rot_s q, rot_t k⟩`` depends on ``q, k`` and ``t − s`` only.
+
+    Explained in: book/01_conservation/03_attention.ipynb
     """
     tokens, d = z.shape[-2], z.shape[-1]
     freq = base ** (-torch.arange(0, d, 2, dtype=z.dtype) / d)

@@ -42,6 +42,14 @@ def test_linear_two_layer_has_r_r_plus_1_over_2_laws(n_in: int, r: int, n_out: i
     assert found.lie_dim > found.jacobian_rank  # the brackets matter
 
 
+def test_commuting_fields_add_no_dimension() -> None:
+    # f(x) = (u·v) x: one field, whose brackets with itself vanish; θ ↦ u·v has a fibre of
+    # codimension 1, so D − 1 = 5 laws (width 3 > n_in + n_out, outside the r(r+1)/2 regime)
+    found = _count(_model(lambda: TwoLayer(1, 3, 1, "linear")), 4)
+    assert (found.jacobian_rank, found.lie_dim, found.n_laws) == (1, 1, 5)
+    assert found.certified
+
+
 @pytest.mark.parametrize(("n_in", "width", "n_out"), [(3, 4, 2), (2, 3, 3)])
 def test_relu_two_layer_has_one_law_per_hidden_unit(n_in: int, width: int, n_out: int) -> None:
     model = _model(lambda: TwoLayer(n_in, width, n_out, "relu"))
