@@ -1,0 +1,156 @@
+"""flowlaws.dsi: λ recovery, peak detection, the surrogate null model, LPPL, toy models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from flowlaws import dsi, reeb, sde
+
+LAM, P_C, A = 2.0, 0.8, 0.4
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small tensors: one thread is ~10x faster than two on a shared, busy CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def geometric(n: int, lam: float = LAM, p_c: float = P_C) -> np.ndarray:
+    return p_c - A * lam ** -np.arange(n, dtype=float)
+
+
+def planted_signal(seed: int = 1, n: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """Three Gaussian bumps at a λ = 2 cascade toward p_c = 0.8, on white noise σ = 0.05."""
+    p = np.linspace(0, 1, n)
+    y = sum(np.exp(-0.5 * ((p - q) / 0.008) ** 2) for q in geometric(3))
+    return p, y + 0.05 * np.random.default_rng(seed).standard_normal(n)
+
+
+def test_estimate_lambda_exact_three_and_more_peaks():
+    est = dsi.estimate_lambda(geometric(3))
+    lam, p_c = est[:2]
+    assert lam == pytest.approx(LAM, rel=1e-12) and p_c == pytest.approx(P_C, rel=1e-12)
+    assert est.lam == lam and est.p_c == p_c and est.n_peaks == 3
+    for n in (4, 7):
+        est = dsi.estimate_lambda(geometric(n, lam=1.7))
+        assert est.lam == pytest.approx(1.7, rel=1e-6)
+        assert est.p_c == pytest.approx(P_C, rel=1e-6)
+
+
+def test_estimate_lambda_from_noisy_sequences_covers_the_truth():
+    rng = np.random.default_rng(0)
+    sigma, hits, errors = 2e-3, 0, []
+    for _ in range(60):
+        est = dsi.estimate_lambda(geometric(6) + sigma * rng.standard_normal(6), sigma=sigma)
+        errors.append(est.lam - LAM)
+        hits += abs(est.lam - LAM) < 2 * est.lam_err and abs(est.p_c - P_C) < 2 * est.p_c_err
+    assert abs(np.mean(errors)) < 0.02 and np.std(errors) < 0.06
+    assert hits / 60 >= 0.8  # 2σ intervals hold both ~90% of the time
+
+
+def test_three_peak_errors_propagate():
+    est = dsi.estimate_lambda(geometric(3), sigma=1e-3)
+    rng = np.random.default_rng(1)
+    lams = [dsi.estimate_lambda(geometric(3) + 1e-3 * rng.standard_normal(3)).lam
+            for _ in range(2000)]
+    assert est.lam_err == pytest.approx(np.std(lams), rel=0.1)
+
+
+def test_fewer_than_three_peaks_is_no_cascade():
+    with pytest.raises(dsi.NoCascadeError, match="no cascade: 2 peak"):
+        dsi.estimate_lambda([0.4, 0.6])
+    p = np.linspace(0, 1, 512)
+    y = np.exp(-0.5 * ((p - 0.3) / 0.01) ** 2) + np.exp(-0.5 * ((p - 0.6) / 0.01) ** 2)
+    result = dsi.detect_cascade(y, p)
+    assert not result.found and result.estimate is None and "no cascade" in result.reason
+
+
+def test_detector_finds_a_planted_three_peak_cascade():
+    p, y = planted_signal()
+    result = dsi.detect_cascade(y, p)
+    assert result.found and len(result.peaks) == 3
+    assert np.allclose(result.peaks.p, geometric(3), atol=0.005)
+    assert abs(result.estimate.lam - LAM) < 2 * result.estimate.lam_err
+    assert abs(result.estimate.p_c - P_C) < 0.05
+    test = dsi.surrogate_test(y, p, n_surrogates=200, alpha=0.05)
+    assert test.significant and test.p_value == pytest.approx(1 / 201)
+
+
+def test_detector_rarely_fires_on_white_noise():
+    p = np.linspace(0, 1, 1024)
+    found = [dsi.detect_cascade(np.random.default_rng(s).standard_normal(1024), p).found
+             for s in range(200)]
+    assert np.mean(found) < 0.1
+
+
+def test_surrogate_test_false_positive_rate_is_near_nominal():
+    """A permissive detector (a score on every signal) makes the rank test exact: ≈ α."""
+    p, alpha, n = np.linspace(0, 1, 256), 0.1, 150
+    rejections = [
+        dsi.surrogate_test(np.random.default_rng(100 + s).standard_normal(256), p,
+                           n_surrogates=99, alpha=alpha, seed=s, prominence_factor=3,
+                           min_width=1).significant
+        for s in range(n)
+    ]
+    assert abs(np.mean(rejections) - alpha) < 3 * np.sqrt(alpha * (1 - alpha) / n)
+
+
+def test_surrogates_keep_the_amplitude_spectrum_and_mean():
+    x = np.random.default_rng(0).standard_normal(4096).cumsum()
+    s = dsi.phase_randomized_surrogates(x, 50, seed=3)
+    assert s.shape == (50, 4096)
+    amplitude = np.broadcast_to(np.abs(np.fft.rfft(x)), (50, 2049))
+    np.testing.assert_allclose(np.abs(np.fft.rfft(s, axis=1)), amplitude, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(s.mean(axis=1), x.mean())
+    assert not np.allclose(s[0], x)
+    np.testing.assert_array_equal(s, dsi.phase_randomized_surrogates(x, 50, seed=3))
+
+
+def test_lppl_fit_recovers_lambda():
+    q = np.linspace(0, 0.75, 600)
+    y = dsi.lppl(q, 0.8, 0.4, 2 * np.pi / np.log(LAM), np.array([1.0, -0.5, 0.1, 0.05]))
+    fit = dsi.fit_lppl(q, y)
+    assert fit.lam == pytest.approx(LAM, rel=1e-6) and fit.p_c == pytest.approx(0.8, rel=1e-6)
+    noisy = dsi.fit_lppl(q, y + 0.002 * np.random.default_rng(0).standard_normal(q.size))
+    assert noisy.lam == pytest.approx(LAM, rel=0.02)
+
+
+def test_relative_variance():
+    C = np.array([[1.0, 2.0, 0.0], [1.0, 4.0, 0.0]])
+    np.testing.assert_allclose(dsi.relative_variance(C), [0.0, 1.0 / 9.0, 0.0])
+
+
+def test_kinematic_runs_conserve_mass_and_finish():
+    model = dsi.KinematicModel(N=16)
+    C = dsi.kinematic_runs(model, 20, seed=0)
+    assert not np.isnan(C).any() and np.all(C[:, 0] == 16) and np.all(C[:, -1] == 1)
+    assert np.all(np.diff(C, axis=1) <= 0)  # fewer components, larger C_max
+    K = np.arange(1, 17)
+    assert np.all(C >= np.ceil(16 / K))  # pigeonhole: the largest of K holds >= N/K
+
+
+def test_task_switch_splits_merged_neurons():
+    shape = sde.TwoLayerShape(4, 6, 1, "tanh")
+    half = sde.TwoLayerShape(4, 3, 1, "tanh")
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(64, 4, generator=g)
+    V, U = sde.split_params(sde.ensemble_init(half, 3, seed=1, dtype=torch.float32), half)
+    merged = torch.cat([V.repeat_interleave(2, 1).flatten(1),
+                        (U.repeat_interleave(2, 2) / 2).flatten(1)], 1)
+    theta0 = merged + 1e-3 * torch.randn(merged.shape, generator=g)
+    Y_before = sde.ensemble_forward(merged[:1], shape, X)[0]  # a task the merged net solves
+    teacher = sde.ensemble_init(shape, 1, seed=7, scale=2.0, dtype=torch.float32)
+    Y_after = sde.ensemble_forward(teacher, shape, X)[0]  # needs six distinct neurons
+    res = dsi.task_switch(theta0, shape, X, Y_before, Y_after, lr=(0.1, 0.2),
+                          batch_size=(4, 64), n_steps=(200, 1500), record_every=50)
+    assert np.all(res.n_splits >= 1)
+    assert all(e.time > res.switch_time for run in res.splits for e in run)
+    for G in res.reeb:  # before the switch the three pairs stayed merged
+        before = [e for e in reeb.reeb_events(G) if e.time <= res.switch_time]
+        assert before == []
+        assert {n[1] for n in G if G.nodes[n]["time"] == res.switch_time} == {0, 1, 2}
