@@ -100,6 +100,10 @@ def shakespeare_text(
     return "\n".join(parts)[:max_chars]
 
 
+def _code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
 @dataclass(frozen=True)
 class CharTokenizer:
     """Characters ↔ integer ids, the vocabulary being the sorted characters of a text."""
@@ -115,12 +119,21 @@ class CharTokenizer:
         return len(self.chars)
 
     def encode(self, text: str) -> torch.Tensor:
-        """``(len(text),)`` int64 ids; a character outside the vocabulary is a ``ValueError``."""
-        lookup = {c: i for i, c in enumerate(self.chars)}
-        unknown = set(text) - lookup.keys()
-        if unknown:
-            raise ValueError(f"characters not in the vocabulary: {sorted(unknown)[:10]}")
-        return torch.tensor([lookup[c] for c in text], dtype=torch.int64)
+        """``(len(text),)`` int64 ids; a character outside the vocabulary is a ``ValueError``.
+
+        Vectorised (code points looked up with :func:`numpy.searchsorted`): the whole
+        5-million-character corpus encodes in well under a second.
+        """
+        table, codes = _code_points(self.chars), _code_points(text)
+        if table.size == 0:
+            table = np.array([0xFFFFFFFF], dtype=np.uint32)  # matches no character
+        order = np.argsort(table)
+        pos = np.searchsorted(table[order], codes).clip(max=len(table) - 1)
+        known = table[order][pos] == codes
+        if not known.all():
+            unknown = sorted({chr(c) for c in codes[~known]})
+            raise ValueError(f"characters not in the vocabulary: {unknown[:10]}")
+        return torch.from_numpy(order[pos].astype(np.int64))
 
     def decode(self, ids: torch.Tensor | Sequence[int]) -> str:
         return "".join(self.chars[int(i)] for i in ids)

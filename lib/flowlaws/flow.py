@@ -316,7 +316,7 @@ _UPDATES = {
 def _check_train_args(optimizer: str, lr: float, n_steps: int, record_every: int) -> None:
     if optimizer not in _UPDATES:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    if not (isinstance(lr, int | float) and lr > 0 and math.isfinite(lr)):
+    if not (lr > 0 and math.isfinite(lr)):
         raise ValueError(f"lr must be positive, got {lr!r}")
     if n_steps < 1 or record_every < 1:
         raise ValueError("n_steps and record_every must be positive")

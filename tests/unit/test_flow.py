@@ -189,3 +189,24 @@ def test_cross_entropy_loss_for_classifiers_and_language_models() -> None:
 def test_progress_bar_runs() -> None:
     _, loss, p0 = problem()
     assert len(train(loss, p0, "gd", 0.01, 5, progress=True)) == 6
+
+
+def test_adam_on_minibatches_and_bad_lr() -> None:
+    _, loss, p0 = problem()
+    run = train(loss, p0, "adam", 0.01, 30, batch_size=4, laws=laws, seed=5)
+    assert run.losses.shape == (31,) and run.laws["balance"].shape == (31, 3, 3)
+    for lr in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="lr"):
+            train(loss, p0, "gd", lr, 5)
+
+
+def test_conservation_error_of_a_trajectory_built_by_hand() -> None:
+    _, loss, p0 = problem()
+    params = {k: torch.stack([v, 2 * v]) for k, v in p0.items()}
+    run = Trajectory(np.array([0.0, 1.0]), params, np.zeros(2))
+    sq_norm = sum(float(v.pow(2).sum()) for v in p0.values())
+    expected = float((3 * balance(p0)).norm()) / sq_norm  # h(2θ) − h(θ) = 3h(θ)
+    np.testing.assert_allclose(conservation_error(run, balance), [0.0, expected])
+    np.testing.assert_allclose(
+        conservation_error(run, balance, relative=False), [0.0, expected * sq_norm]
+    )
