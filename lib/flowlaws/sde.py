@@ -35,10 +35,23 @@ import numpy as np
 import torch
 from scipy.special import gammainc
 
-Coefficients = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+@dataclass(frozen=True)
+class ImplicitNoise:
+    """A noise factor ``G`` ``(R, d, k)`` applied without being formed: ``apply(ξ) = G ξ``.
+
+    ``k`` is the number of noise sources; ``apply`` maps ``ξ`` ``(R, k)`` to ``(R, d)``.
+    """
+
+    k: int
+    apply: Callable[[torch.Tensor], torch.Tensor]
+
+
+Coefficients = Callable[[torch.Tensor], tuple[torch.Tensor, "torch.Tensor | ImplicitNoise"]]
 
 __all__ = [
     "SDEPath",
+    "ImplicitNoise",
     "TwoLayerShape",
     "euler_maruyama",
     "quartic_coefficients",
@@ -102,8 +115,13 @@ class SDEPath:
         return f"{len(bad)} of {len(self.diverged_at)} runs diverged: {detail}{more}"
 
 
-def _noise(factor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """``G ξ`` for a diagonal factor ``(R, d)`` or a full factor ``(R, d, k)``."""
+def _noise(factor: torch.Tensor | ImplicitNoise, generator: torch.Generator,
+           like: torch.Tensor) -> torch.Tensor:
+    """``G ξ`` for a diagonal ``(R, d)``, a full ``(R, d, k)`` or an implicit factor."""
+    if isinstance(factor, ImplicitNoise):
+        xi = torch.randn((like.shape[0], factor.k), generator=generator, dtype=like.dtype,
+                         device=like.device)
+        return factor.apply(xi)
     shape = factor.shape if factor.dim() == 2 else (factor.shape[0], factor.shape[2])
     xi = torch.randn(shape, generator=generator, dtype=factor.dtype, device=factor.device)
     return factor * xi if factor.dim() == 2 else torch.einsum("rdk,rk->rd", factor, xi)
@@ -134,7 +152,8 @@ def euler_maruyama(
 
     Args:
         coefficients: ``θ (R, d) → (b, G)`` with ``b`` ``(R, d)`` and ``G`` either ``(R, d)``
-            (diagonal noise) or ``(R, d, k)`` (``Σ = G Gᵀ``, ``k`` noise sources).
+            (diagonal noise), ``(R, d, k)`` (``Σ = G Gᵀ``, ``k`` noise sources) or an
+            :class:`ImplicitNoise` (``G ξ`` computed without forming ``G``).
         theta0: ``(R, d)`` initial states (``R`` runs).
         dt: time step (> 0). eta: noise scale η (≥ 0; for SGD, the learning rate).
         seed: seeds the ``torch.Generator``; the same seed and ``R`` give the same paths.
@@ -154,7 +173,8 @@ def euler_maruyama(
     steps, records = [0], [theta.clone()]
     for step in range(1, n_steps + 1):
         drift, factor = coefficients(theta)
-        theta = theta + drift * dt + scale * _noise(factor, generator)
+        step_noise = scale * _noise(factor, generator, theta) if scale > 0 else 0.0
+        theta = theta + drift * dt + step_noise
         if absorb_below > 0:
             theta = torch.where(theta.abs() < absorb_below, torch.zeros_like(theta), theta)
         _mark_divergence(theta, diverged_at, step, max_abs)
@@ -317,15 +337,29 @@ def per_sample_grads(
     ``∂ℓ/∂U = e σ(z)ᵀ`` and ``∂ℓ/∂V = ((Uᵀe) ⊙ σ'(z)) xᵀ`` with ``z = V x``, ``e = f − y``.
     ``X`` is ``(N, n_in)`` or ``(R, N, n_in)``, ``Y`` matches (``(N, n_out)`` or ``(R, N, n_out)``).
     """
+    h, e, delta = _forward_cache(theta, shape, X, Y)
+    gU = torch.einsum("rno,rnw->rnow", e, h)
+    gV = torch.einsum(f"rnw,{_inputs(X)}->rnwi", delta, X)
+    return torch.cat([gV.flatten(2), gU.flatten(2)], dim=2)
+
+
+def _forward_cache(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
+                   Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``h = σ(Vx)``, residual ``e``, back-propagated ``δ = (Uᵀe) ⊙ σ'(Vx)``; ``(R, N, ·)``."""
     act, dact = _ACT[shape.activation]
     V, U = split_params(theta, shape)
     z = torch.einsum(f"rwi,{_inputs(X)}->rnw", V, X)
     h = act(z)
     e = torch.einsum("row,rnw->rno", U, h) - Y
-    gU = torch.einsum("rno,rnw->rnow", e, h)
-    delta = torch.einsum("row,rno->rnw", U, e) * dact(z)
-    gV = torch.einsum(f"rnw,{_inputs(X)}->rnwi", delta, X)
-    return torch.cat([gV.flatten(2), gU.flatten(2)], dim=2)
+    return h, e, torch.einsum("row,rno->rnw", U, e) * dact(z)
+
+
+def _weighted_grad(weights: torch.Tensor, cache: tuple, X: torch.Tensor) -> torch.Tensor:
+    """``Σ_n w_n ∇ℓ_n`` ``(R, dim)`` for weights ``(R, N)``, without per-sample gradients."""
+    h, e, delta = cache
+    gV = torch.einsum(f"rn,rnw,{_inputs(X)}->rwi", weights, delta, X)
+    gU = torch.einsum("rn,rno,rnw->row", weights, e, h)
+    return torch.cat([gV.flatten(1), gU.flatten(1)], dim=1)
 
 
 def ensemble_loss(
@@ -341,20 +375,27 @@ def ensemble_loss(
 def sgd_coefficients(
     shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, batch_size: int
 ) -> Coefficients:
-    """Drift ``−∇L`` and factor ``G = (g_n − ḡ)ᵀ / √(N B)`` (shape ``(R, dim, N)``).
+    """Drift ``−∇L`` and factor ``G = (g_n − ḡ)ᵀ / √(N B)`` (``(R, dim, N)``, implicit).
 
     ``G Gᵀ = Σ / B`` with ``Σ = (1/N) Σ_n (g_n − ḡ)(g_n − ḡ)ᵀ``: the covariance of a
     mini-batch gradient of ``B`` samples drawn with replacement. With ``dt = η = lr`` one
     Euler–Maruyama step has the mean ``−lr ∇L`` and covariance ``lr² Σ/B`` of an SGD step.
+    ``G ξ = Σ_n (ξ_n − ξ̄) g_n / √(N B)`` is the gradient of a randomly reweighted loss, so
+    neither ``G`` nor the per-sample gradients are ever formed (:class:`ImplicitNoise`).
     """
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    norm = math.sqrt(X.shape[0] * batch_size)
+    n = X.shape[0]
+    norm = math.sqrt(n * batch_size)
 
-    def coefficients(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        g = per_sample_grads(theta, shape, X, Y)
-        mean = g.mean(dim=1)
-        return -mean, (g - mean[:, None]).transpose(1, 2) / norm
+    def coefficients(theta: torch.Tensor) -> tuple[torch.Tensor, ImplicitNoise]:
+        cache = _forward_cache(theta, shape, X, Y)
+        mean = _weighted_grad(torch.full((theta.shape[0], n), 1.0 / n, dtype=theta.dtype), cache, X)
+
+        def apply(xi: torch.Tensor) -> torch.Tensor:
+            return _weighted_grad((xi - xi.mean(dim=1, keepdim=True)) / norm, cache, X)
+
+        return -mean, ImplicitNoise(n, apply)
 
     return coefficients
 
@@ -389,8 +430,10 @@ def sgd_discrete(
 
     def coefficients(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.randint(X.shape[0], (theta.shape[0], batch_size), generator=g)
-        grads = per_sample_grads(theta, shape, X[idx], Y[idx])
-        return -grads.mean(dim=1), torch.zeros_like(theta)
+        Xb = X[idx]
+        weights = torch.full(idx.shape, 1.0 / batch_size, dtype=theta.dtype)
+        grad = _weighted_grad(weights, _forward_cache(theta, shape, Xb, Y[idx]), Xb)
+        return -grad, torch.zeros_like(theta)
 
     return euler_maruyama(coefficients, theta0, lr, n_steps, eta=0.0, seed=seed,
                           record_every=record_every, max_abs=max_abs)

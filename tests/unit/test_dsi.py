@@ -154,3 +154,10 @@ def test_task_switch_splits_merged_neurons():
         before = [e for e in reeb.reeb_events(G) if e.time <= res.switch_time]
         assert before == []
         assert {n[1] for n in G if G.nodes[n]["time"] == res.switch_time} == {0, 1, 2}
+
+
+def test_predict_p_c_from_the_early_peaks():
+    peaks = geometric(6)
+    early = dsi.predict_p_c(peaks, n_early=3)
+    assert early.p_c == pytest.approx(P_C, rel=1e-12) and early.n_peaks == 3
+    assert np.isnan(early.p_c_err)  # no position uncertainties given, none invented
