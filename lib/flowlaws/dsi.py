@@ -34,7 +34,8 @@ when there is no cascade. Three peaks are the minimum: fewer give "no cascade", 
 width at half prominence (:func:`scipy.signal.peak_widths`), a conservative choice; for
 ensemble data :func:`bootstrap_peak_sigma` resamples the runs instead.
 
-Explained in: book/02_percolation/05_dsi.ipynb.
+Explained in: book/02_percolation/05_dsi.ipynb (cascades, null model, toy model) and
+book/02_percolation/09_fragmentation.ipynb (:func:`task_switch`).
 """
 
 from __future__ import annotations

@@ -92,22 +92,27 @@ def _positions(G: nx.DiGraph) -> dict:
 
 def draw_reeb(G: nx.DiGraph, ax: plt.Axes | None = None, *, title: str | None = None) -> plt.Figure:
     """Draw the Reeb graph: time on x, each component at the mean index of its members on y,
-    marker area ∝ size; merges in red, splits in green, continuations in grey."""
+    marker area ∝ size. Merges are filled red, splits ringed green (a node can be both),
+    continuations blue; edges are grey, thicker for larger overlaps."""
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 4))
     pos = _positions(G)
-    for u, v in G.edges:
+    for u, v, overlap in G.edges(data="overlap"):
         (x0, y0), (x1, y1) = pos[u], pos[v]
-        ax.plot([x0, x1], [y0, y1], color="0.6", lw=0.8, zorder=1)
-    colour = {n: "#d1495b" if G.in_degree(n) >= 2 else
-              "#2e933c" if G.out_degree(n) >= 2 else "#1f5a94" for n in G}
-    xs, ys = zip(*(pos[n] for n in G), strict=True)
-    sizes = [12 * G.nodes[n]["size"] for n in G]
-    ax.scatter(xs, ys, s=sizes, c=[colour[n] for n in G], zorder=2, edgecolors="none")
-    for kind, c in (("merge", "#d1495b"), ("split", "#2e933c"), ("continuation", "#1f5a94")):
-        ax.scatter([], [], c=c, label=kind)
+        ax.plot([x0, x1], [y0, y1], color="0.65", lw=0.6 + 0.4 * np.sqrt(overlap), zorder=1)
+    nodes = list(G)
+    xs, ys = zip(*(pos[n] for n in nodes), strict=True)
+    face = ["#d1495b" if G.in_degree(n) >= 2 else "#1f5a94" for n in nodes]
+    edge = ["#2e933c" if G.out_degree(n) >= 2 else "none" for n in nodes]
+    sizes = [20 + 25 * G.nodes[n]["size"] for n in nodes]
+    ax.scatter(xs, ys, s=sizes, c=face, edgecolors=edge, linewidths=2.5, zorder=2)
+    ax.scatter([], [], c="#d1495b", label="merge (condensation)")
+    ax.scatter([], [], c="white", edgecolors="#2e933c", linewidths=2.5,
+               label="split (fragmentation)")
+    ax.scatter([], [], c="#1f5a94", label="continuation")
     ax.set_xlabel("time")
     ax.set_ylabel("mean neuron index of the component")
-    ax.legend(loc="best")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     if title:
         ax.set_title(title)
+    fig.tight_layout()
     return fig

@@ -59,6 +59,7 @@ __all__ = [
     "quartic_stationary_mass_below",
     "quartic_stationary_density",
     "ensemble_init",
+    "ensemble_from_model",
     "split_params",
     "ensemble_forward",
     "per_sample_grads",
@@ -306,6 +307,21 @@ def ensemble_init(
     U = torch.randn(n_runs, shape.n_out, shape.width, generator=g, dtype=dtype)
     V, U = V * scale / math.sqrt(shape.n_in), U * scale / math.sqrt(shape.width)
     return torch.cat([V.flatten(1), U.flatten(1)], dim=1)
+
+
+def ensemble_from_model(model: torch.nn.Module, n_runs: int) -> tuple[torch.Tensor, TwoLayerShape]:
+    """``(n_runs, dim)`` copies of a bias-free :class:`flowlaws.models.TwoLayer`, and its shape.
+
+    Every run starts at the model's weights (the noise makes them differ).
+    """
+    if getattr(model.V, "bias", None) is not None or getattr(model.U, "bias", None) is not None:
+        raise ValueError("only bias-free TwoLayer models are supported (bias=False)")
+    if model.activation not in _ACT:
+        raise ValueError(f"activation must be one of {sorted(_ACT)}, got {model.activation!r}")
+    V, U = model.V.weight.detach(), model.U.weight.detach()
+    shape = TwoLayerShape(V.shape[1], V.shape[0], U.shape[0], model.activation)
+    flat = torch.cat([V.reshape(-1), U.reshape(-1)])
+    return flat.expand(n_runs, -1).clone(), shape
 
 
 def split_params(theta: torch.Tensor, shape: TwoLayerShape) -> tuple[torch.Tensor, torch.Tensor]:

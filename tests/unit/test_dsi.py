@@ -161,3 +161,15 @@ def test_predict_p_c_from_the_early_peaks():
     early = dsi.predict_p_c(peaks, n_early=3)
     assert early.p_c == pytest.approx(P_C, rel=1e-12) and early.n_peaks == 3
     assert np.isnan(early.p_c_err)  # no position uncertainties given, none invented
+
+
+def test_bootstrap_peak_sigma_is_small_for_a_well_defined_peak():
+    rng = np.random.default_rng(0)
+    p = np.linspace(0, 1, 201)
+    centres = 0.5 + 0.02 * rng.standard_normal(300)
+    C = 1 + rng.uniform(0, 1, (300, 1)) * np.exp(-0.5 * ((p - centres[:, None]) / 0.05) ** 2)
+    R = dsi.relative_variance(C)
+    peaks = dsi.find_variance_peaks(R, p, min_width=1)
+    assert len(peaks) == 1 and abs(peaks.p[0] - 0.5) < 0.02
+    sigma = dsi.bootstrap_peak_sigma(C, p, peaks, n_boot=50, min_width=1)
+    assert 0 < sigma[0] < 0.02

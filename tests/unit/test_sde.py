@@ -137,3 +137,14 @@ def test_sgd_sde_and_sgd_reach_similar_losses():
     l0 = sde.ensemble_loss(theta0, shape, X, Y)
     assert l_sde.mean() < 0.5 * l0.mean() and l_sgd.mean() < 0.5 * l0.mean()
     assert abs(l_sde.mean() - l_sgd.mean()) < 0.15 * l_sgd.mean()
+
+
+def test_ensemble_from_two_layer_model():
+    model = TwoLayer(3, 4, 2, "tanh").double()
+    theta, shape = sde.ensemble_from_model(model, 5)
+    X = torch.randn(6, 3, dtype=torch.float64)
+    out = sde.ensemble_forward(theta, shape, X)
+    assert out.shape == (5, 6, 2)
+    torch.testing.assert_close(out[3], model(X).detach())
+    with pytest.raises(ValueError, match="bias-free"):
+        sde.ensemble_from_model(TwoLayer(3, 4, 2, bias=True), 2)
