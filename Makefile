@@ -59,4 +59,4 @@ bench: env
 	$(PY) -m bench
 
 clean:
-	rm -rf _build _vendor .jupyter_cache
+	rm -rf _build _vendor

@@ -30,6 +30,16 @@ NPM_PACKAGES = {
 }
 
 
+# embed-amd.js finds its icon fonts next to the AMD module id it registers, resolved against
+# the page; point that id at the vendored copy under _static/ whatever the page's depth.
+WIDGETS_CONFIG = """(function () {
+  var root = document.documentElement.dataset.content_root || "./";
+  var here = new URL(root + "_static/html-manager", document.baseURI).href;
+  require.config({paths: {"@jupyter-widgets/html-manager/dist": here}});
+})();
+"""
+
+
 def npm_pack(workdir: Path) -> dict[str, Path]:
     """Download the npm tarballs into ``workdir``; return package name → tarball path."""
     if shutil.which("npm") is None:
@@ -83,6 +93,7 @@ def main() -> None:
         extract(tarballs["@jupyter-widgets/html-manager"], "dist", staging / "html-manager",
                 skip_suffixes=(".map", ".LICENSE.txt"))
     write_chart_libraries(staging)
+    (staging / "widgets-config.js").write_text(WIDGETS_CONFIG)
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)  # the folder appears whole or not at all
     print(f"vendored offline assets into {out}/")

@@ -105,3 +105,70 @@ def test_first_chapter_shows_its_figure_and_theorem(browser, server):
     assert page.locator("a[href*='references.html']").count() >= 1, "citations must link"
     page.screenshot(path=str(ROOT / "_build" / "smoke" / "first_chapter.png"), full_page=False)
     page.context.close()
+
+
+def _chart_pages(smoke_book) -> list[str]:
+    marker = 'data-flowlaws-chart="vega"'
+    return [p for p in TOC_PAGES if marker in (smoke_book / f"{p}.html").read_text()]
+
+
+def _drawn(page, chart_id: str) -> tuple[str, str]:
+    """The caption text and the line paths that the chart shows now."""
+    caption = page.text_content(f"#{chart_id} g.mark-text.role-mark text") or ""
+    paths = page.eval_on_selector_all(f"#{chart_id} g.mark-line.role-mark path",
+                                      "els => els.map(e => e.getAttribute('d')).join('|')")
+    return caption, paths
+
+
+def _caption_rows(node) -> list[dict]:
+    """Every data row with a ``caption`` field, wherever the spec keeps it."""
+    if isinstance(node, dict):
+        return [node] if "caption" in node else [r for v in node.values() for r in _caption_rows(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _caption_rows(v)]
+    return []
+
+
+def _expected_caption(spec: dict, position: float) -> str:
+    rows = _caption_rows(spec)
+    step = min(abs(a["s"] - b["s"]) for a, b in zip(rows, rows[1:], strict=False))
+    return next(r["caption"] for r in rows if abs(r["s"] - position) < step / 2)
+
+
+def _move_and_check(page, chart_id: str, spec: dict, before: tuple[str, str], move) -> tuple:
+    move()
+    page.wait_for_function(
+        "([id, old]) => (document.querySelector('#' + id + ' g.mark-text.role-mark text') || {})"
+        ".textContent !== old", arg=[chart_id, before[0]], timeout=10_000)
+    now = _drawn(page, chart_id)
+    position = float(page.locator(f"#{chart_id} input[type=range]").input_value())
+    assert now[0] == _expected_caption(spec, position), "caption does not match the grid"
+    assert now[1] != before[1], "the drawn curves did not change"
+    return now
+
+
+def test_sliders_move_the_static_charts(browser, server, smoke_book):
+    import json
+
+    pages = _chart_pages(smoke_book)
+    assert pages, "no page has an interactive chart"
+    for name in pages:
+        page, problems = open_offline(browser, f"{server}/{name}.html")
+        for chart_id in page.eval_on_selector_all(".flowlaws-chart", "els => els.map(e => e.id)"):
+            page.wait_for_function("id => window.flowlawsCharts && window.flowlawsCharts[id]",
+                                   arg=chart_id, timeout=15_000)
+            spec = json.loads(page.text_content(f"#{chart_id}-spec"))
+            slider = page.locator(f"#{chart_id} input[type=range]")
+            slider.scroll_into_view_if_needed()
+            state = _drawn(page, chart_id)
+            assert state[0] == _expected_caption(spec, float(slider.input_value()))
+            box = slider.bounding_box()
+            left_end = (box["x"] + 2, box["y"] + box["height"] / 2)
+            state = _move_and_check(page, chart_id, spec, state,
+                                    functools.partial(page.mouse.click, *left_end))
+            slider.focus()
+            _move_and_check(page, chart_id, spec, state,
+                            functools.partial(page.keyboard.press, "ArrowRight"))
+        real = [p for p in problems if not any(k in p for k in KNOWN_HARMLESS)]
+        assert not real, "\n".join(real)
+        page.context.close()
