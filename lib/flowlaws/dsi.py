@@ -233,7 +233,8 @@ def estimate_lambda(peaks: Peaks | np.ndarray, sigma: np.ndarray | float | None 
     Three peaks: ``λ = (p₂−p₁)/(p₃−p₂)``, ``p_c = (p₂² − p₁p₃)/(2p₂ − p₁ − p₃)``, errors by
     linear propagation of ``sigma``. More peaks: weighted least squares on
     ``log|p_n − p_c| = a − n log λ`` (weights ``|p_n − p_c|/σ_n``, so residuals are position
-    residuals in units of σ), ``p_c`` found by a bounded 1-D search beyond the last peak;
+    residuals in units of σ), ``p_c`` found by a bounded 1-D search beyond the last peak
+    (the cascade is taken to approach ``p_c`` from below, spacings shrinking);
     errors from the Gauss–Newton covariance (scaled by the residual variance if ``sigma`` is
     None). ``peaks`` is a :class:`Peaks` (its ``sigma`` is used) or an array of positions.
 
@@ -393,7 +394,7 @@ def phase_randomized_surrogates(x: np.ndarray, n_surrogates: int, *, seed: int =
 class Cascade:
     """Result of :func:`detect_cascade`.
 
-    ``found``: a geometric cascade of ≥ 3 peaks exists; ``peaks`` its peaks (empty if not);
+    ``found``: a geometric cascade of ≥ 3 peaks exists; ``peaks`` its peaks (None if not);
     ``estimate`` its :class:`LambdaEstimate` (None if not found); ``score`` its smallest
     prominence over ``σ̂`` (0 if not found); ``reason`` a sentence; ``all_peaks`` every peak.
     """
