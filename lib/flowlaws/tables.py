@@ -149,7 +149,9 @@ def plot_counts_vs_closed_form(
 ) -> plt.Figure:
     """Each row's counted laws against its closed form, one marker per ``model`` label.
 
-    Points on the diagonal agree; a point off it is a disagreement and is labelled.
+    Points on the diagonal agree; a point off it is a disagreement and is labelled. The first
+    label's markers are filled, later ones hollow and larger, so that coinciding points stay
+    visible.
 
     Explained in: book/01_conservation/03_attention.ipynb
     """
@@ -159,8 +161,10 @@ def plot_counts_vs_closed_form(
     for i, name in enumerate(dict.fromkeys(r["model"] for r in rows)):
         marker = "osD^v<>"[i % 7]
         mine = [r for r in rows if r["model"] == name]
+        style = {"s": 70} if i == 0 else {"s": 70 + 40 * i, "facecolors": "none",
+                                           "edgecolors": f"C{i}", "linewidths": 1.5}
         ax.scatter([r["closed form"] for r in mine], [r["laws"] for r in mine], marker=marker,
-                   s=40, label=name, zorder=3)
+                   label=name, zorder=3, **style)
         for r in mine:
             if r["laws"] != r["closed form"]:
                 ax.annotate(str(r["sizes"]), (r["closed form"], r["laws"]), fontsize=8)
