@@ -22,7 +22,8 @@ linear warm-up of the learning rate over ``warmup`` steps.
 Every ``log_every`` steps :func:`train` records, per run, train and test accuracy and loss
 and the *merge order parameter* ``C_max``: MLP neuron ``i`` is the vector
 ``[W_in[i, :], b_in[i], W_out[:, i]]`` and ``C_max`` is the size of the largest group of
-neurons linked by relative distances below ``tol`` (:mod:`flowlaws.clusters`). Every
+neurons linked by relative distances below ``tol`` (:mod:`flowlaws.clusters`), for each
+``tol`` in ``tols``, and the median distance of a neuron to its nearest neighbour. Every
 ``checkpoint_every`` steps the whole state (parameters, AdamW moments, step, metrics so far,
 RNG state) is written atomically (:func:`flowlaws.cache.atomic_save`) to one file in a folder
 keyed by the run's parameters; a later call with the same parameters resumes from it, so an
@@ -57,6 +58,7 @@ __all__ = [
     "loss_and_accuracy",
     "adamw_step",
     "merge_order_parameter",
+    "nearest_neighbour_distance",
     "GrokRun",
     "run_folder",
     "train",
@@ -65,7 +67,7 @@ __all__ = [
 
 PARAM_NAMES = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_in", "b_in", "W_out", "b_out",
                "W_U")
-METRICS = ("train_acc", "test_acc", "train_loss", "test_loss", "c_max")
+METRICS = ("train_acc", "test_acc", "train_loss", "test_loss", "c_max", "nn_distance")
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class GrokConfig:
     n_steps: int = 10_000        # full-batch steps
     log_every: int = 50          # steps between recorded metrics
     checkpoint_every: int = 1000  # steps between checkpoints
-    tol: float = 0.05            # relative distance below which two MLP neurons are merged
+    tols: tuple[float, ...] = (0.05,)  # relative distances below which MLP neurons merge
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
@@ -112,7 +114,7 @@ class GrokConfig:
         d = dataclasses.asdict(self)
         for k in ("n_steps", "checkpoint_every"):
             d.pop(k)
-        d["betas"] = list(d["betas"])
+        d["betas"], d["tols"] = list(d["betas"]), list(d["tols"])
         d["device"] = torch.device(device).type
         return d
 
@@ -211,31 +213,50 @@ def adamw_step(params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],
             p.addcdiv_(m, (v.sqrt() / c2).add_(eps), value=-lr / c1)
 
 
-def merge_order_parameter(params: dict[str, torch.Tensor], tol: float) -> np.ndarray:
-    """``(R,)`` the largest group of merged MLP neurons of every run.
+def _neuron_distances(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(R, d_mlp, d_mlp)`` relative distances of the MLP neurons and ``(R, d_mlp)`` alive."""
+    V = torch.cat([params["W_in"], params["b_in"][..., None]], dim=-1).detach().double().cpu()
+    U = params["W_out"].detach().double().cpu()
+    return relative_distance(V, U), ~dead_neurons(V, U)
+
+
+def merge_order_parameter(params: dict[str, torch.Tensor], tols: tuple[float, ...] | float
+                          ) -> np.ndarray:
+    """``(R, n_tols)`` the largest group of merged MLP neurons of every run, per tolerance
+    (``(R,)`` for one float ``tols``).
 
     Neuron ``i`` is ``[W_in[i, :], b_in[i], W_out[:, i]]``; neurons ``i, j`` (neither dead)
     are linked when their relative distance is below ``tol``
     (:func:`flowlaws.clusters.relative_distance`); ``C_max`` is the largest connected
     component (:func:`flowlaws.clusters.components`).
     """
-    V = torch.cat([params["W_in"], params["b_in"][..., None]], dim=-1).detach().double().cpu()
-    U = params["W_out"].detach().double().cpu()
-    close = relative_distance(V, U) < tol
-    alive = ~dead_neurons(V, U)
-    close &= alive[:, :, None] & alive[:, None, :]
-    out = []
-    for r in range(V.shape[0]):
-        i, j = torch.nonzero(torch.triu(close[r], diagonal=1), as_tuple=True)
-        comps = components(range(V.shape[1]), zip(i.tolist(), j.tolist(), strict=True))
-        out.append(len(comps[0]))
-    return np.array(out)
+    dist, alive = _neuron_distances(params)
+    both = alive[:, :, None] & alive[:, None, :]
+    out = np.zeros((dist.shape[0], len(np.atleast_1d(tols))), dtype=int)
+    for t, tol in enumerate(np.atleast_1d(tols)):
+        close = torch.triu((dist < tol) & both, diagonal=1)
+        for r in range(dist.shape[0]):
+            i, j = torch.nonzero(close[r], as_tuple=True)
+            comps = components(range(dist.shape[1]), zip(i.tolist(), j.tolist(), strict=True))
+            out[r, t] = len(comps[0])
+    return out[:, 0] if np.ndim(tols) == 0 else out
+
+
+def nearest_neighbour_distance(params: dict[str, torch.Tensor]) -> np.ndarray:
+    """``(R,)`` the median over live MLP neurons of the relative distance to the nearest other
+    neuron: a continuous measure of how close the neurons are to merging."""
+    dist, alive = _neuron_distances(params)
+    far = torch.where(alive[:, None, :] & ~torch.eye(dist.shape[1], dtype=torch.bool),
+                      dist, torch.inf)
+    nn = torch.where(alive, far.min(-1).values, torch.nan)
+    return nn.nanmedian(-1).values.numpy()
 
 
 @dataclass
 class GrokRun:
     """What :func:`train` returns. ``steps`` ``(T,)``; ``train_acc``, ``test_acc``,
-    ``train_loss``, ``test_loss``, ``c_max`` ``(T, R)``; ``params`` the final parameters;
+    ``train_loss``, ``test_loss``, ``nn_distance`` ``(T, R)``; ``c_max`` ``(T, R, n_tols)``
+    (one column per ``config.tols``); ``params`` the latest stored parameters;
     ``folder`` the run folder; ``resumed_from`` the step it resumed from (0: fresh);
     ``seconds`` the wall time of this call; ``seconds_per_step`` (wall) and
     ``cpu_seconds_per_step`` (this process's CPU time: on a shared machine, closer to what the
@@ -248,6 +269,7 @@ class GrokRun:
     train_loss: np.ndarray
     test_loss: np.ndarray
     c_max: np.ndarray
+    nn_distance: np.ndarray
     params: dict[str, torch.Tensor]
     folder: Path
     resumed_from: int
@@ -263,14 +285,16 @@ def run_folder(cfg: GrokConfig, device: torch.device | str = "cpu",
     return base / f"grokking-{cache_key('grokking', cfg.key_params(torch.device(device)))}"
 
 
-def _record(metrics: dict[str, list], step: int, params, data, tol: float) -> None:
+def _record(metrics: dict[str, list], step: int, params, data, tols: tuple[float, ...]
+            ) -> None:
     with torch.no_grad():
         tr_loss, tr_acc = loss_and_accuracy(params, data[0], data[1])
         te_loss, te_acc = loss_and_accuracy(params, data[2], data[3])
     metrics["steps"].append(step)
     for name, val in zip(METRICS[:4], (tr_acc, te_acc, tr_loss, te_loss), strict=True):
         metrics[name].append(val.cpu().tolist())
-    metrics["c_max"].append(merge_order_parameter(params, tol).tolist())
+    metrics["c_max"].append(merge_order_parameter(params, tols).tolist())
+    metrics["nn_distance"].append(nearest_neighbour_distance(params).tolist())
 
 
 def _load(path: Path, device: torch.device) -> dict | None:
@@ -286,7 +310,7 @@ def _fresh(cfg: GrokConfig, dev: torch.device, data) -> dict:
     ckpt = {"step": 0, "params": params, "rng": torch.get_rng_state(),
             "state": {f"{m}.{k}": torch.zeros_like(t) for k, t in params.items() for m in "mv"},
             "metrics": {"steps": [], **{name: [] for name in METRICS}}}
-    _record(ckpt["metrics"], 0, params, data, cfg.tol)
+    _record(ckpt["metrics"], 0, params, data, cfg.tols)
     return ckpt
 
 
@@ -335,7 +359,7 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
                    betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
         ckpt["step"] = step
         if step % cfg.log_every == 0:
-            _record(ckpt["metrics"], step, params, data, cfg.tol)
+            _record(ckpt["metrics"], step, params, data, cfg.tols)
             bar.set_postfix(test_acc=f"{np.mean(ckpt['metrics']['test_acc'][-1]):.2f}")
         if step % cfg.checkpoint_every == 0 or step == cfg.n_steps:
             _save(ckpt, path)

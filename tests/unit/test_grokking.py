@@ -147,10 +147,14 @@ def test_merge_order_parameter_counts_identical_neurons():
     cfg = GrokConfig(**TINY)
     P = grokking.init_params(cfg)
     assert list(grokking.merge_order_parameter(P, 0.05)) == [1, 1]
+    near = grokking.nearest_neighbour_distance(P)
     for name, idx in (("W_in", (1, slice(3, 7))), ("b_in", (1, slice(3, 7)))):
         P[name][idx] = P[name][1, 2]
     P["W_out"][1, :, 3:7] = P["W_out"][1, :, 2:3]
     assert list(grokking.merge_order_parameter(P, 0.05)) == [1, 5]
+    assert grokking.merge_order_parameter(P, (0.05, 2.0)).tolist() == [[1, 12], [5, 12]]
+    after = grokking.nearest_neighbour_distance(P)
+    assert after[0] == near[0] and near[1] > 0.3 and after[1] < near[1]
 
 
 def test_first_step_above():
