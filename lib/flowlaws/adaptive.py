@@ -1,0 +1,237 @@
+"""Adam and AdamW on an ensemble of two-layer networks, with heavy-tailed gradient noise.
+
+The optimizers act on the *joint state* ``(θ, m, v)``: parameters, first moments and second
+moments, each ``(n_runs, dim)``. One step (Kingma & Ba; Loshchilov & Hutter for AdamW)::
+
+    g ← ĝ(θ) (+ wd·θ for "adam" with L2 decay)
+    m ← β₁ m + (1 − β₁) g,     v ← β₂ v + (1 − β₂) g²
+    θ ← θ − lr · m̂ / (√v̂ + ε) (− lr·wd·θ for "adamw"),  m̂ = m/(1 − β₁ᵏ), v̂ = v/(1 − β₂ᵏ)
+
+and ``"sgd"`` is ``θ ← θ − lr ĝ`` (``m``, ``v`` unused), so the three share one noise model.
+
+**Gradient noise.** ``ĝ(θ) = Σ_n w_n ∇ℓ_n(θ)`` with random weights
+``w_n = 1/N + (ξ_n − ξ̄)/√(N B)``: for Gaussian ``ξ`` this has the mean ``∇L`` and the covariance
+``Σ/B`` of a mini-batch gradient of ``B`` samples (as :func:`flowlaws.sde.sgd_coefficients`).
+Heavy tails: ``ξ_n`` is symmetric α-stable (:func:`stable_noise`, scaled so that ``α = 2`` is
+``N(0, 1)``; ``α < 2`` has infinite variance), then *truncated* at ``±truncation``
+(:func:`truncate`), which restores finite moments of every order. Because the noise is a
+reweighting of per-sample gradients, it lies in their span: two identical neurons receive
+identical noisy gradients, so the invariant sets of SGD (identical or dead neurons) stay
+invariant, for the joint state ``(θ, m, v)`` — the moments of two neurons must agree too.
+
+Explained in: book/02_percolation/06_adaptive.ipynb.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from flowlaws.clusters import (
+    DEFAULT_DEAD_TOL,
+    DEFAULT_TOL,
+    dead_neurons,
+    neuron_vectors,
+    relative_distance,
+)
+from flowlaws.sde import TwoLayerShape, _forward_cache, _weighted_grad, split_params
+from flowlaws.sde import ensemble_init as sde_init
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+__all__ = [
+    "OPTIMIZERS",
+    "stable_noise",
+    "truncate",
+    "noisy_gradient",
+    "AdaptivePath",
+    "train_ensemble",
+    "joint_neuron_vectors",
+    "pair_distances",
+    "cmax_curves",
+    "merged_ensemble",
+]
+
+
+def stable_noise(shape: tuple[int, ...], alpha: float, generator: torch.Generator, *,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+                 ) -> torch.Tensor:
+    """Symmetric α-stable samples (Chambers–Mallows–Stuck), divided by √2.
+
+    ``X = sin(αU)/cos(U)^{1/α} · (cos((1−α)U)/W)^{(1−α)/α}``, ``U ~ U(−π/2, π/2)``,
+    ``W ~ Exp(1)``. At ``α = 2`` this is ``N(0, 2)``, so the result is ``N(0, 1)``; ``α = 1`` is a
+    Cauchy law of scale ``1/√2``. Tails ``P(|X| > x) ∝ x^{−α}`` for ``α < 2``. ``0 < α ≤ 2``.
+    """
+    if not 0 < alpha <= 2:
+        raise ValueError(f"alpha must lie in (0, 2], got {alpha}")
+    u = (torch.rand(shape, generator=generator, dtype=torch.float64) - 0.5) * math.pi
+    w = -torch.log1p(-torch.rand(shape, generator=generator, dtype=torch.float64))
+    if alpha == 1:
+        x = torch.tan(u)
+    else:
+        x = (torch.sin(alpha * u) / torch.cos(u) ** (1 / alpha)
+             * (torch.cos((1 - alpha) * u) / w) ** ((1 - alpha) / alpha))
+    return (x / math.sqrt(2.0)).to(dtype=dtype, device=device)
+
+
+def truncate(xi: torch.Tensor, level: float) -> torch.Tensor:
+    """Clip every entry to ``[−level, level]`` (``level = inf`` leaves ``xi`` unchanged)."""
+    if not level > 0:
+        raise ValueError(f"truncation level must be positive, got {level}")
+    return xi if math.isinf(level) else xi.clamp(-level, level)
+
+
+def noisy_gradient(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
+                   *, batch_size: int | None, alpha: float, truncation: float,
+                   generator: torch.Generator) -> torch.Tensor:
+    """``(R, dim)`` the reweighted gradient ``Σ_n w_n ∇ℓ_n`` of the module docstring.
+
+    ``batch_size=None`` gives the exact full-batch gradient ``∇L`` (no noise).
+    """
+    R, n = theta.shape[0], X.shape[0]
+    weights = torch.full((R, n), 1.0 / n, dtype=theta.dtype, device=theta.device)
+    if batch_size is not None:
+        xi = truncate(stable_noise((R, n), alpha, generator, dtype=theta.dtype,
+                                   device=theta.device), truncation)
+        weights = weights + (xi - xi.mean(dim=1, keepdim=True)) / math.sqrt(n * batch_size)
+    return _weighted_grad(weights, _forward_cache(theta, shape, X, Y), X)
+
+
+@dataclass
+class AdaptivePath:
+    """Recorded joint states: ``times`` ``(T,)`` (``lr · step``), ``theta``, ``m``, ``v``
+    ``(T, R, dim)`` (NaN after a run diverged), ``diverged_at`` ``(R,)`` (``-1``: never)."""
+
+    times: np.ndarray
+    theta: torch.Tensor
+    m: torch.Tensor
+    v: torch.Tensor
+    diverged_at: torch.Tensor
+
+    @property
+    def final(self) -> torch.Tensor:
+        """``(R, dim)`` the last recorded parameters."""
+        return self.theta[-1]
+
+
+def _check(optimizer: str, lr: float, n_steps: int, record_every: int) -> None:
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if not (lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if n_steps < 1 or record_every < 1:
+        raise ValueError("n_steps and record_every must be positive ints")
+
+
+def train_ensemble(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
+    optimizer: str = "adam", lr: float, n_steps: int, batch_size: int | None = 4,
+    alpha: float = 2.0, truncation: float = math.inf, betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0, record_every: int = 1,
+    max_abs: float = 1e6, m0: torch.Tensor | None = None, v0: torch.Tensor | None = None,
+) -> AdaptivePath:
+    """SGD, Adam or AdamW with (heavy-tailed) reweighted-gradient noise, all runs at once.
+
+    Args:
+        theta0: ``(R, dim)`` initial parameters; ``m0``, ``v0`` initial moments (default 0).
+        optimizer: ``"sgd"``, ``"adam"`` (``weight_decay`` as an L2 term in the gradient) or
+            ``"adamw"`` (decoupled decay ``θ ← θ − lr·wd·θ``).
+        batch_size: the equivalent mini-batch size ``B`` of the noise; ``None``: no noise.
+        alpha, truncation: tail index of ``ξ`` and its clipping level (module docstring).
+        seed: seeds the noise; the same arguments give the same paths.
+    """
+    _check(optimizer, lr, n_steps, record_every)
+    gen = torch.Generator(device=theta0.device).manual_seed(seed)
+    theta = theta0.detach().clone()
+    m = torch.zeros_like(theta) if m0 is None else m0.clone()
+    v = torch.zeros_like(theta) if v0 is None else v0.clone()
+    diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64)
+    steps, rec = [0], [(theta.clone(), m.clone(), v.clone())]
+    (b1, b2), wd = betas, weight_decay
+    for k in range(1, n_steps + 1):
+        g = noisy_gradient(theta, shape, X, Y, batch_size=batch_size, alpha=alpha,
+                           truncation=truncation, generator=gen)
+        if optimizer == "sgd":
+            theta = theta - lr * (g + wd * theta)
+        else:
+            g = g + wd * theta if optimizer == "adam" else g
+            m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+            step = lr * (m / (1 - b1**k)) / ((v / (1 - b2**k)).sqrt() + eps)
+            theta = theta * (1 - lr * wd) - step if optimizer == "adamw" else theta - step
+        bad = ~torch.isfinite(theta).all(dim=1) | (theta.abs().amax(dim=1) > max_abs)
+        diverged_at[bad & (diverged_at < 0)] = k
+        theta[bad] = float("nan")
+        if k % record_every == 0 or k == n_steps:
+            steps.append(k)
+            rec.append((theta.clone(), m.clone(), v.clone()))
+    th, ms, vs = (torch.stack(t) for t in zip(*rec, strict=True))
+    return AdaptivePath(lr * np.asarray(steps, dtype=float), th, ms, vs, diverged_at)
+
+
+def merged_ensemble(
+    half: TwoLayerShape, n_runs: int, *, copies: int = 2, perturbation: float = 1e-3,
+    scale: float = 1.0, seed: int = 0, dtype: torch.dtype = torch.float32,
+) -> tuple[torch.Tensor, torch.Tensor, TwoLayerShape]:
+    """Runs that start next to the permutation set: every neuron of one ``half`` network copied.
+
+    Each neuron of a random ``half`` network (:func:`flowlaws.sde.ensemble_init`, ``seed``)
+    is repeated ``copies`` times and its outgoing weights divided by ``copies``, so the wide
+    network computes the same function. Returns ``(theta0, merged, shape)``: ``theta0``
+    ``(n_runs, dim)`` is ``merged`` ``(1, dim)`` plus independent Gaussian perturbations of
+    standard deviation ``perturbation`` per run; ``shape`` the wide network's shape. Copies
+    of neuron ``i`` are the neurons ``copies·i, …, copies·i + copies − 1``.
+    """
+    V, U = split_params(sde_init(half, 1, seed=seed, scale=scale, dtype=dtype), half)
+    merged = torch.cat([V.repeat_interleave(copies, 1).flatten(1),
+                        (U.repeat_interleave(copies, 2) / copies).flatten(1)], 1)
+    shape = TwoLayerShape(half.n_in, copies * half.width, half.n_out, half.activation)
+    g = torch.Generator().manual_seed(seed + 1)
+    noise = perturbation * torch.randn(n_runs, shape.dim, generator=g, dtype=dtype)
+    return merged + noise, merged, shape
+
+
+def joint_neuron_vectors(theta: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
+                         shape: TwoLayerShape) -> torch.Tensor:
+    """``(..., width, 3(n_in + n_out))``: each neuron's parameters, then its ``m``, then ``v``.
+
+    Two neurons sit on the joint invariant set of Adam exactly when these rows coincide.
+    """
+    rows = [neuron_vectors(*split_params(t.reshape(-1, shape.dim), shape)) for t in (theta, m, v)]
+    return torch.cat(rows, dim=-1).reshape(*theta.shape[:-1], shape.width, -1)
+
+
+def pair_distances(theta: torch.Tensor, shape: TwoLayerShape,
+                   pairs: list[tuple[int, int]]) -> torch.Tensor:
+    """``(..., len(pairs))`` relative distances ``‖w_i − w_j‖/(‖w_i‖ + ‖w_j‖)`` of given pairs.
+
+    ``theta`` is ``(..., dim)``; a state of ``(T, R, dim)`` gives ``(T, R, n_pairs)``.
+    """
+    w = neuron_vectors(*split_params(theta.reshape(-1, shape.dim), shape))
+    i, j = (torch.tensor(idx) for idx in zip(*pairs, strict=True))
+    d = (w[:, i] - w[:, j]).norm(dim=-1) / (w[:, i].norm(dim=-1) + w[:, j].norm(dim=-1))
+    return d.reshape(*theta.shape[:-1], len(pairs))
+
+
+def cmax_curves(states: torch.Tensor, shape: TwoLayerShape, tol: float = DEFAULT_TOL,
+                dead_tol: float = DEFAULT_DEAD_TOL) -> np.ndarray:
+    """``(R, T)`` the order parameter ``C_max`` of every run at every checkpoint, batched.
+
+    The same rule as :func:`flowlaws.clusters.largest_component` (synchronized pairs of live
+    neurons, connected components), computed for all ``T·R`` networks at once: the
+    components are the transitive closure of the adjacency matrix, by repeated squaring.
+    ``states`` is ``(T, R, dim)`` (an :class:`AdaptivePath`'s ``theta`` or an
+    :class:`flowlaws.sde.SDEPath`'s ``states``); a diverged (NaN) state counts as ``C_max = 1``.
+    """
+    T, R, _ = states.shape
+    V, U = split_params(states.reshape(T * R, -1).double().cpu(), shape)
+    close = relative_distance(V, U) < tol
+    alive = ~dead_neurons(V, U, dead_tol)
+    reach = (close & alive[:, :, None] & alive[:, None, :]) | torch.eye(shape.width, dtype=bool)
+    for _ in range(max(1, math.ceil(math.log2(shape.width)))):
+        reach = (reach.double() @ reach.double()) > 0
+    cmax = reach.sum(dim=-1).amax(dim=-1).double()
+    cmax[~torch.isfinite(states.reshape(T * R, -1)).all(dim=1).cpu()] = 1.0
+    return cmax.reshape(T, R).T.numpy()
