@@ -24,7 +24,9 @@ from flowlaws.clusters import DEFAULT_DEAD_TOL, DEFAULT_TOL, dead_neurons, relat
 from flowlaws.percolation import block_merge_curve, erdos_renyi_curve, max_jump
 from flowlaws.sde import TwoLayerShape, split_params
 
-__all__ = ["ensemble_cmax", "merge_heights", "cyclic_problem", "block_jump_sweep"]
+__all__ = ["ensemble_cmax", "merge_heights", "cyclic_problem", "block_jump_sweep",
+           "planted_ensemble", "sgd_order_parameter", "finite_runs", "cascade_caption",
+           "kinematic_summary"]
 
 
 def ensemble_cmax(theta: torch.Tensor, shape: TwoLayerShape, tol: float = DEFAULT_TOL,
@@ -108,3 +110,110 @@ def block_jump_sweep(sizes: list[int], n_runs: int, *, process: str = "block", n
             out[f"{key}_sem"].append(float(np.std(vals, ddof=1) / math.sqrt(n_runs)))
         out["N"].append(float(N))
     return out
+
+
+# ----------------------------------------------------------------------------------------
+# Chapter 5: ensembles whose relative variance is searched for a DSI cascade
+# ----------------------------------------------------------------------------------------
+
+
+def planted_ensemble(p: np.ndarray, n_runs: int, *, p_c: float, lam: float, first: float,
+                     n_levels: int, jitter: float = 0.1, noise: float = 0.02,
+                     seed: int = 0) -> np.ndarray:
+    """``(n_runs, len(p))`` order parameters with micro-transitions planted at a known cascade.
+
+    Level ``k`` sits at ``p_k = p_c − (p_c − first) λ^{−k}``; each run jumps by 1 there, at
+    ``p_k`` shifted by ``jitter · (p_c − p_k) · ξ`` (a jitter that shrinks toward ``p_c``, as
+    discrete scale invariance requires), on a base of 1 plus white noise of size ``noise``.
+    A test with a known answer for the estimators of :mod:`flowlaws.dsi`.
+
+    Explained in: book/02_percolation/05_dsi.ipynb.
+    """
+    rng = np.random.default_rng(seed)
+    levels = p_c - (p_c - first) * lam ** -np.arange(n_levels, dtype=float)
+    shifts = levels + jitter * (p_c - levels) * rng.standard_normal((n_runs, n_levels))
+    C = 1.0 + (np.asarray(p)[None, :, None] >= shifts[:, None, :]).sum(axis=2)
+    return C + noise * rng.standard_normal(C.shape)
+
+
+def sgd_order_parameter(lr: float, *, width: int = 8, n_in: int = 4, n_data: int = 64,
+                        n_runs: int = 64, batch_size: int = 2, n_steps: int = 6000,
+                        record_every: int = 20, label_noise: float = 0.3, spread: float = 0.3,
+                        seed: int = 0, device: str | torch.device = "cpu") -> dict:
+    """``C_max`` over SGD training of an ensemble of tanh students started near the merged set.
+
+    The teacher is one tanh neuron (``n_in`` inputs, weights ``N(0, 1.5²/n_in)``) with label
+    noise ``label_noise`` on ``n_data`` Gaussian inputs. Every student of ``width`` neurons
+    starts on the invariant set of identical neurons (each a copy of the teacher neuron, output
+    weight ``u*/width``), each weight multiplied by ``1 + spread·ξ``; each run then draws its
+    own mini-batches of ``batch_size`` (with replacement). ``C_max`` is recorded every
+    ``record_every`` steps by :func:`ensemble_cmax` (0 for a diverged run).
+    Returns ``{"steps": (T,) list, "C": (n_runs, T) float tensor on the CPU}``.
+
+    Explained in: book/02_percolation/05_dsi.ipynb.
+    """
+    from flowlaws.sde import ensemble_forward, ensemble_init, per_sample_grads
+
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n_data, n_in, generator=g)
+    one = TwoLayerShape(n_in, 1, 1, "tanh")
+    teacher = ensemble_init(one, 1, seed=seed + 5, scale=1.5, dtype=torch.float32)
+    Y = ensemble_forward(teacher, one, X)[0] + label_noise * torch.randn(n_data, 1, generator=g)
+    shape = TwoLayerShape(n_in, width, 1, "tanh")
+    V, U = split_params(teacher, one)
+    merged = torch.cat([V.repeat(1, width, 1).flatten(1),
+                        (U.repeat(1, 1, width) / width).flatten(1)], 1)
+    theta = merged.repeat(n_runs, 1) * (1 + spread * torch.randn(n_runs, shape.dim, generator=g))
+    theta, X, Y = theta.to(device), X.to(device), Y.to(device)
+    batches = torch.Generator(device=device).manual_seed(seed + 1)
+    steps, C = [], []
+    for step in range(n_steps + 1):
+        if step % record_every == 0:
+            steps.append(step)
+            C.append(ensemble_cmax(theta, shape).cpu())
+        idx = torch.randint(n_data, (n_runs, batch_size), generator=batches, device=device)
+        theta = theta - lr * per_sample_grads(theta, shape, X[idx], Y[idx]).mean(dim=1)
+        theta = torch.where(torch.isfinite(theta).all(1, keepdim=True), theta, torch.nan)
+    return {"steps": steps, "C": torch.stack(C, dim=1)}
+
+
+def finite_runs(C: torch.Tensor | np.ndarray) -> np.ndarray:
+    """The rows of ``C`` ``(n_runs, T)`` whose run never diverged (``C_max > 0`` throughout)."""
+    C = np.asarray(C, dtype=float)
+    return C[(C > 0).all(axis=1)]
+
+
+def cascade_caption(null) -> str:
+    """One line for a :class:`flowlaws.dsi.NullTest`: λ and ``p_c`` with errors, or why none.
+
+    Explained in: book/02_percolation/05_dsi.ipynb.
+    """
+    c = null.cascade
+    if not c.found:
+        return c.reason
+    e = c.estimate
+    verdict = "significant" if null.significant else "not significant"
+    return (f"{c.reason}: λ = {e.lam:.2f} ± {e.lam_err:.2f}, p_c = {e.p_c:.4g} ± {e.p_c_err:.2g}; "
+            f"surrogate p = {null.p_value:.3f} ({verdict})")
+
+
+def kinematic_summary(N: int, n_runs: int, *, n_boot: int, n_surrogates: int, seed: int = 0
+                      ) -> dict:
+    """:func:`flowlaws.dsi.kinematic_cascade` on a ring of ``N``, as plain lists and numbers.
+
+    Keys: ``p``, ``R``, ``peaks`` (every detected peak position), ``reason``, ``score``,
+    ``surrogate_scores``, ``p_value``, ``detection_rate`` (of the raw detector on the
+    surrogates), ``boot_lams``, ``boot_found``, ``lam``, ``lam_err`` (bootstrap median and
+    standard deviation of the best triple's λ; NaN when no replicate held a cascade).
+
+    Explained in: book/02_percolation/05_dsi.ipynb.
+    """
+    from flowlaws.dsi import KinematicModel, kinematic_cascade
+
+    r = kinematic_cascade(KinematicModel(N=N), n_runs, seed=seed, n_boot=n_boot,
+                          n_surrogates=n_surrogates)
+    return {"p": r.p.tolist(), "R": r.R.tolist(), "peaks": r.cascade.all_peaks.p.tolist(),
+            "reason": r.cascade.reason, "score": r.null.score,
+            "surrogate_scores": r.null.scores.tolist(), "p_value": r.null.p_value,
+            "detection_rate": r.null.detection_rate, "boot_lams": r.boot_lams.tolist(),
+            "boot_found": r.boot_found, "lam": r.lam, "lam_err": r.lam_err}

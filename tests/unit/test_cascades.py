@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from flowlaws import cascades, clusters, sde
+from flowlaws import cascades, clusters, dsi, sde
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -82,3 +82,41 @@ def test_block_jump_sweep_separates_the_two_regimes():
     assert all(m >= last for m, last in zip(bl["max_mean"], bl["last_mean"], strict=True))
     with pytest.raises(ValueError, match="process"):
         cascades.block_jump_sweep([64], 2, process="kingman")
+
+
+def test_planted_ensemble_recovers_its_cascade():
+    p = np.linspace(0, 1, 1024)
+    C = cascades.planted_ensemble(p, 200, p_c=0.8, lam=2.0, first=0.4, n_levels=4, seed=3)
+    assert C.shape == (200, 1024)
+    np.testing.assert_allclose(C[:, -1].mean(), 5.0, atol=0.01)  # base 1 + four jumps
+    found = dsi.detect_cascade(dsi.relative_variance(C), p)
+    assert found.found and len(found.peaks) >= 3
+    assert abs(found.estimate.p_c - 0.8) < 0.03 and abs(found.estimate.lam - 2.0) < 0.5
+
+
+def test_sgd_order_parameter_shapes_bounds_and_seed():
+    kw = {"width": 4, "n_runs": 6, "n_steps": 40, "record_every": 10, "seed": 1}
+    a = cascades.sgd_order_parameter(0.3, **kw)
+    assert a["steps"] == [0, 10, 20, 30, 40] and a["C"].shape == (6, 5)
+    assert ((a["C"] >= 1) & (a["C"] <= 4)).all()
+    torch.testing.assert_close(a["C"], cascades.sgd_order_parameter(0.3, **kw)["C"])
+    huge = cascades.sgd_order_parameter(1e4, **kw)["C"]  # diverges: marked 0, then dropped
+    assert (huge[:, -1] == 0).all() and len(cascades.finite_runs(huge)) == 0
+
+
+def test_cascade_caption_never_makes_up_a_lambda():
+    p = np.linspace(0, 1, 512)
+    two = np.exp(-0.5 * ((p - 0.3) / 0.01) ** 2) + np.exp(-0.5 * ((p - 0.6) / 0.01) ** 2)
+    null = dsi.surrogate_test(two, p, n_surrogates=20)
+    caption = cascades.cascade_caption(null)
+    assert caption.startswith("no cascade") and "λ" not in caption
+    y = sum(np.exp(-0.5 * ((p - q) / 0.008) ** 2) for q in (0.4, 0.6, 0.7))
+    y = y + 0.02 * np.random.default_rng(0).standard_normal(512)
+    caption = cascades.cascade_caption(dsi.surrogate_test(y, p, n_surrogates=20, alpha=0.1))
+    assert caption.startswith("cascade of 3 peaks: λ = ") and "(significant)" in caption
+
+
+def test_kinematic_summary_is_plain_data():
+    k = cascades.kinematic_summary(16, 20, n_boot=5, n_surrogates=20)
+    assert len(k["p"]) == len(k["R"]) == 16 and len(k["surrogate_scores"]) == 20
+    assert 0 < k["p_value"] <= 1 and 0 <= k["boot_found"] <= 1
