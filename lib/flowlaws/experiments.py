@@ -29,6 +29,7 @@ __all__ = [
     "collapse_fractions",
     "quartic_lognormal_collapse",
     "quartic_escape_fraction",
+    "partition_with_dead",
     "run_reeb",
 ]
 
@@ -221,15 +222,37 @@ def quartic_escape_fraction(
     return float(reached.double().mean())
 
 
+def partition_with_dead(
+    V: torch.Tensor, U: torch.Tensor, tol: float = clusters.DEFAULT_TOL,
+    dead_tol: float = clusters.DEFAULT_DEAD_TOL,
+) -> list[frozenset]:
+    """Merged groups of one network, with all dead neurons in ONE group (largest first).
+
+    :func:`flowlaws.clusters.partition` leaves dead neurons as singletons (their relative
+    distance is meaningless). Here they are joined: dead neurons all lie next to ``w = 0``, so
+    they are (nearly) identical to each other, and dying becomes a merge into the dead group.
+    ``V`` ``(width, n_in)``, ``U`` ``(n_out, width)``.
+
+    Explained in: book/02_percolation/03_reeb.ipynb.
+    """
+    dead = torch.nonzero(clusters.dead_neurons(V, U, dead_tol)).flatten().tolist()
+    pairs = clusters.synchronized_pairs(V, U, tol)
+    return clusters.components(range(V.shape[-2]), pairs + list(zip(dead, dead[1:], strict=False)))
+
+
 def run_reeb(
     states: torch.Tensor, shape: TwoLayerShape, times: np.ndarray, run: int,
-    tol: float = clusters.DEFAULT_TOL,
+    tol: float = clusters.DEFAULT_TOL, *, dead_group: bool = False,
 ):
-    """The Reeb graph (:func:`flowlaws.reeb.reeb_from_checkpoints`) of run ``run`` of ``states``.
+    """The Reeb graph of run ``run`` of ``states`` ``(T, R, dim)`` at ``times`` ``(T,)``.
 
-    ``states`` ``(T, R, dim)``, ``times`` ``(T,)``. Returns a ``networkx.DiGraph``.
+    ``dead_group=False`` uses :func:`flowlaws.clusters.partition` (as
+    :func:`flowlaws.reeb.reeb_from_checkpoints`); ``True`` uses :func:`partition_with_dead`.
+    Returns a ``networkx.DiGraph``.
 
     Explained in: book/02_percolation/03_reeb.ipynb.
     """
     V, U = sde.split_params(states[:, run], shape)
-    return reeb.reeb_from_checkpoints(V, U, list(map(float, times)), tol)
+    split = partition_with_dead if dead_group else clusters.partition
+    parts = [split(V[k], U[k], tol) for k in range(V.shape[0])]
+    return reeb.reeb_graph(parts, [float(t) for t in times])

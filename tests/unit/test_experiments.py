@@ -107,3 +107,15 @@ def test_run_reeb_sees_a_planted_merge():
     G = ex.run_reeb(torch.stack([theta, later]), SHAPE, np.array([0.0, 1.0]), run=0)
     events = [(e.kind, e.block) for e in reeb.reeb_events(G)]
     assert events == [("merge", 2)]
+
+
+def test_partition_with_dead_joins_the_dead_neurons_into_one_group():
+    theta = sde.ensemble_init(SHAPE, 1, seed=6, dtype=torch.float64)
+    V, U = sde.split_params(theta, SHAPE)
+    for i in (1, 3, 4):
+        V[0, i], U[0, :, i] = 0.0, 0.0
+    parts = ex.partition_with_dead(V[0], U[0])
+    assert parts[0] == frozenset({1, 3, 4}) and len(parts) == 4
+    G = ex.run_reeb(torch.stack([sde.ensemble_init(SHAPE, 1, seed=6, dtype=torch.float64), theta]),
+                    SHAPE, np.array([0.0, 1.0]), run=0, dead_group=True)
+    assert [(e.kind, e.block) for e in reeb.reeb_events(G)] == [("merge", 3)]
