@@ -212,7 +212,8 @@ def _check_inputs(model: nn.Module, inputs: Tensor) -> Tensor:
     if not ok or inputs.shape[0] < 1:
         want = "(n, " + ", ".join("tokens" if s is None else str(s) for s in shape) + ")"
         raise ValueError(f"inputs must have shape {want} with n >= 1, got {tuple(inputs.shape)}")
-    return inputs.to(torch.float64)
+    device = next(model.parameters()).device
+    return inputs.to(device=device, dtype=torch.float64)
 
 
 def random_inputs(model: nn.Module, n: int, tokens: int = 4, seed: int = 0) -> Tensor:
@@ -424,10 +425,11 @@ def _brackets(
     of them once ``n`` exceeds the dimension still missing (generically). ``batched=False``
     evaluates them one at a time in a Python loop (the reference of ``bench/bench_laws.py``).
     """
-    idx = torch.randint(X.shape[0], (n, depth + 1), generator=gen)
+    # drawn on the CPU generator, then moved: the same seed gives the same count on any device
+    idx = torch.randint(X.shape[0], (n, depth + 1), generator=gen).to(X.device)
     xs = X[idx][:, :, None]
     out_shape = f(theta, X[:1]).shape
-    cs = torch.randn((n, depth + 1, *out_shape), generator=gen, dtype=theta.dtype)
+    cs = torch.randn((n, depth + 1, *out_shape), generator=gen, dtype=theta.dtype).to(theta.device)
     if batched:
         return vmap(lambda a, b: _nested(f, theta, a, b), chunk_size=chunk)(xs, cs)
     return torch.stack([_nested(f, theta, a, b) for a, b in zip(xs, cs, strict=True)])
@@ -553,7 +555,7 @@ def _points(
     points = [theta]
     for _ in range(n_points - 1):
         noise = [
-            s * torch.randn(p.shape, generator=gen, dtype=theta.dtype)
+            s * torch.randn(p.shape, generator=gen, dtype=theta.dtype).to(theta.device)
             for s, p in zip(scales, pieces, strict=True)
         ]
         points.append(theta + spread * torch.cat(noise))

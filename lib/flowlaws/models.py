@@ -141,7 +141,10 @@ class SwiGLU(nn.Module):
 
 
 def sinusoidal_encoding(
-    tokens: int, d_model: int, dtype: torch.dtype = torch.float64
+    tokens: int,
+    d_model: int,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | None = None,
 ) -> torch.Tensor:
     """The fixed encoding of Vaswani et al. (2017), shape ``(tokens, d_model)``.
 
@@ -149,8 +152,8 @@ def sinusoidal_encoding(
 
     Explained in: book/01_conservation/03_attention.ipynb
     """
-    t = torch.arange(tokens, dtype=dtype)[:, None]
-    j = torch.arange(d_model, dtype=dtype)[None, :]
+    t = torch.arange(tokens, dtype=dtype, device=device)[:, None]
+    j = torch.arange(d_model, dtype=dtype, device=device)[None, :]
     angle = t / 10000.0 ** (2 * torch.div(j, 2, rounding_mode="floor") / d_model)
     return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle))
 
@@ -164,8 +167,8 @@ def rotary(z: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     Explained in: book/01_conservation/03_attention.ipynb
     """
     tokens, d = z.shape[-2], z.shape[-1]
-    freq = base ** (-torch.arange(0, d, 2, dtype=z.dtype) / d)
-    angle = torch.arange(tokens, dtype=z.dtype)[:, None] * freq[None, :]
+    freq = base ** (-torch.arange(0, d, 2, dtype=z.dtype, device=z.device) / d)
+    angle = torch.arange(tokens, dtype=z.dtype, device=z.device)[:, None] * freq[None, :]
     cos, sin = torch.cos(angle), torch.sin(angle)
     even, odd = z[..., 0::2], z[..., 1::2]
     return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
@@ -219,7 +222,7 @@ class MultiHeadAttention(nn.Module):
 
     def _encode(self, x: torch.Tensor) -> torch.Tensor:
         if self.pe == "sinusoidal":
-            return x + sinusoidal_encoding(x.shape[-2], self.d_model, x.dtype)
+            return x + sinusoidal_encoding(x.shape[-2], self.d_model, x.dtype, x.device)
         return x
 
     def _weights(self, x: torch.Tensor) -> torch.Tensor:
@@ -230,7 +233,7 @@ class MultiHeadAttention(nn.Module):
         logits = torch.einsum("bhsk,bhtk->bhst", q, k) / math.sqrt(self.d_k)
         if self.causal:
             tokens = x.shape[-2]
-            mask = torch.ones(tokens, tokens, dtype=torch.bool).triu(1)
+            mask = torch.ones(tokens, tokens, dtype=torch.bool, device=x.device).triu(1)
             logits = logits.masked_fill(mask, float("-inf"))
         return torch.softmax(logits, dim=-1)
 
