@@ -266,7 +266,7 @@ def plot_law_runs(runs: list[LawRun], kinds: dict[str, str], title: str,
     """Loss against step next to each law kind's relative error (log scale), one line per run.
 
     ``kinds`` maps a kind (``"QK"`` …) to its panel title. Runs of the same optimizer share a
-    colour; the larger step size is solid, the smaller dashed.
+    colour; the larger step size is solid, the smaller dashed; the legend sits in the loss panel.
     """
     fig, axes = plt.subplots(1, 1 + len(kinds), figsize=(3.6 * (1 + len(kinds)), 3.4))
     colours = {o: f"C{i}" for i, o in enumerate(dict.fromkeys(r.optimizer for r in runs))}
@@ -280,8 +280,8 @@ def plot_law_runs(runs: list[LawRun], kinds: dict[str, str], title: str,
     axes[0].set(xlabel="step k", ylabel="training loss (cross-entropy)", title="loss")
     for ax, label in zip(axes[1:], kinds.values(), strict=True):
         ax.set(xscale="log", yscale="log", xlabel="step k", title=label,
-               ylabel=r"$\|h(\theta_k)-h(\theta_0)\|_F/\|\theta_0\|^2$")
-    axes[-1].legend(fontsize=8)
+               ylabel=r"$\|h(\theta_k)-h(\theta_0)\|_F\,/\,\|\theta_0^{\mathrm{block}}\|^2$")
+    axes[0].legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
