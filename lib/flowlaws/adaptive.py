@@ -37,6 +37,7 @@ from flowlaws.clusters import (
     neuron_vectors,
     relative_distance,
 )
+from flowlaws.dsi import NullTest, relative_variance, surrogate_test
 from flowlaws.sde import TwoLayerShape, _forward_cache, _weighted_grad, split_params
 from flowlaws.sde import ensemble_init as sde_init
 
@@ -53,6 +54,7 @@ __all__ = [
     "pair_distances",
     "cmax_curves",
     "merged_ensemble",
+    "cmax_cascade",
 ]
 
 
@@ -67,8 +69,9 @@ def stable_noise(shape: tuple[int, ...], alpha: float, generator: torch.Generato
     """
     if not 0 < alpha <= 2:
         raise ValueError(f"alpha must lie in (0, 2], got {alpha}")
-    u = (torch.rand(shape, generator=generator, dtype=torch.float64) - 0.5) * math.pi
-    w = -torch.log1p(-torch.rand(shape, generator=generator, dtype=torch.float64))
+    kw = {"generator": generator, "dtype": torch.float64, "device": generator.device}
+    u = (torch.rand(shape, **kw) - 0.5) * math.pi
+    w = -torch.log1p(-torch.rand(shape, **kw))
     if alpha == 1:
         x = torch.tan(u)
     else:
@@ -148,7 +151,7 @@ def train_ensemble(
     theta = theta0.detach().clone()
     m = torch.zeros_like(theta) if m0 is None else m0.clone()
     v = torch.zeros_like(theta) if v0 is None else v0.clone()
-    diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64)
+    diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64, device=theta.device)
     steps, rec = [0], [(theta.clone(), m.clone(), v.clone())]
     (b1, b2), wd = betas, weight_decay
     for k in range(1, n_steps + 1):
@@ -168,7 +171,7 @@ def train_ensemble(
             steps.append(k)
             rec.append((theta.clone(), m.clone(), v.clone()))
     th, ms, vs = (torch.stack(t) for t in zip(*rec, strict=True))
-    return AdaptivePath(lr * np.asarray(steps, dtype=float), th, ms, vs, diverged_at)
+    return AdaptivePath(lr * np.asarray(steps, dtype=float), th, ms, vs, diverged_at.cpu())
 
 
 def merged_ensemble(
@@ -235,3 +238,19 @@ def cmax_curves(states: torch.Tensor, shape: TwoLayerShape, tol: float = DEFAULT
     cmax = reach.sum(dim=-1).amax(dim=-1).double()
     cmax[~torch.isfinite(states.reshape(T * R, -1)).all(dim=1).cpu()] = 1.0
     return cmax.reshape(T, R).T.numpy()
+
+
+def cmax_cascade(states: torch.Tensor, times: np.ndarray, shape: TwoLayerShape, *,
+                 n_surrogates: int = 1000, seed: int = 0, tol: float = DEFAULT_TOL
+                 ) -> tuple[np.ndarray, np.ndarray, NullTest]:
+    """``C_max`` of every run, its relative variance ``R(t)``, and the surrogate test of ``R``.
+
+    ``states`` ``(T, R, dim)``, ``times`` ``(T,)`` the control parameter (training time).
+    Returns ``C`` ``(R, T)``, ``R`` ``(T,)`` and the :class:`flowlaws.dsi.NullTest` (the
+    cascade the detector finds in ``R``, its p-value among ``n_surrogates`` phase-randomized
+    surrogates and the detector's detection rate on them).
+    """
+    C = cmax_curves(states, shape, tol)
+    R = relative_variance(C)
+    return C, R, surrogate_test(R, np.asarray(times, dtype=float), n_surrogates=n_surrogates,
+                                seed=seed)

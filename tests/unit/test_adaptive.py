@@ -129,3 +129,14 @@ def test_merged_ensemble_computes_the_half_network():
                                sde.ensemble_forward(small, half, X))
     d = adaptive.pair_distances(theta0, shape, [(0, 1), (1, 2), (3, 5), (0, 3)])
     assert torch.all(d[:, :3] < 0.02) and torch.all(d[:, 3] > 0.1)
+
+
+def test_cmax_cascade_wraps_the_null_test():
+    X, Y = _data()
+    theta0, _, shape = adaptive.merged_ensemble(sde.TwoLayerShape(3, 2, 2, "tanh"), 6,
+                                                perturbation=0.05, seed=0, dtype=torch.float64)
+    path = adaptive.train_ensemble(theta0, shape, X, Y, optimizer="sgd", lr=0.1, n_steps=64,
+                                   batch_size=2)
+    C, R, test = adaptive.cmax_cascade(path.theta, path.times, shape, n_surrogates=9)
+    assert C.shape == (6, 65) and R.shape == (65,) and len(test.scores) == 9
+    np.testing.assert_allclose(R, C.var(axis=0) / C.mean(axis=0) ** 2)
