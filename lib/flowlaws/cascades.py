@@ -6,9 +6,12 @@
   which components join), and :func:`cyclic_problem`, a network and data set with a cyclic
   symmetry whose neurons therefore merge in whole orbits;
 - :func:`block_jump_sweep`: the largest and the last jump of ``C_max/N`` for block merges
-  or Erdős–Rényi growth, over network sizes (plain lists, ready for :mod:`flowlaws.cache`).
+  or Erdős–Rényi growth, over network sizes (plain lists, ready for :mod:`flowlaws.cache`);
+- chapter 5: :func:`planted_ensemble` (a cascade with a known answer), :func:`sgd_order_parameter`
+  (``C_max`` over SGD training of an ensemble of small networks), :func:`kinematic_summary`
+  and :func:`cascade_caption` (λ and ``p_c`` only when a cascade exists, with its surrogate test).
 
-Explained in: book/02_percolation/04_percolation.ipynb.
+Explained in: book/02_percolation/04_percolation.ipynb and book/02_percolation/05_dsi.ipynb.
 """
 
 from __future__ import annotations
