@@ -105,9 +105,17 @@ def relative_variance(C: np.ndarray) -> np.ndarray:
 
 
 def noise_scale(x: np.ndarray) -> float:
-    """Robust white-noise scale ``1.4826 · MAD(Δx) / √2`` of a 1-D signal."""
+    """Robust white-noise scale ``1.4826 · MAD(Δx) / √2`` of a 1-D signal.
+
+    A piecewise-constant signal (an integer order parameter over a modest ensemble) has
+    ``MAD(Δx) = 0``; the scale then falls back to the Gaussian-consistent mean absolute
+    deviation ``1.2533 · mean|Δx − median Δx| / √2``, which is zero only for a constant signal
+    (otherwise every local maximum would pass a prominence threshold of ``k · 0``).
+    """
     d = np.diff(np.asarray(x, dtype=float))
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+    spread = np.abs(d - np.median(d))
+    mad = 1.4826 * np.median(spread)
+    return float((mad if mad > 0 else 1.2533 * spread.mean()) / np.sqrt(2.0))
 
 
 @dataclass

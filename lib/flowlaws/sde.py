@@ -169,7 +169,7 @@ def euler_maruyama(
         raise ValueError("n_steps and record_every must be positive ints")
     generator = torch.Generator(device=theta0.device).manual_seed(seed)
     theta = theta0.detach().clone()
-    diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64)
+    diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64, device=theta.device)
     scale = math.sqrt(eta * dt)
     steps, records = [0], [theta.clone()]
     for step in range(1, n_steps + 1):
@@ -385,7 +385,8 @@ def ensemble_loss(
 
     The same loss as :func:`flowlaws.flow.mse_loss`.
     """
-    return 0.5 * (ensemble_forward(theta, shape, X) - Y).pow(2).sum(dim=(1, 2)) / X.shape[0]
+    # N is the sample axis, -2: X is (N, n_in) shared by the runs or (R, N, n_in) per run
+    return 0.5 * (ensemble_forward(theta, shape, X) - Y).pow(2).sum(dim=(1, 2)) / X.shape[-2]
 
 
 def sgd_coefficients(
@@ -406,7 +407,8 @@ def sgd_coefficients(
 
     def coefficients(theta: torch.Tensor) -> tuple[torch.Tensor, ImplicitNoise]:
         cache = _forward_cache(theta, shape, X, Y)
-        mean = _weighted_grad(torch.full((theta.shape[0], n), 1.0 / n, dtype=theta.dtype), cache, X)
+        uniform = torch.full((theta.shape[0], n), 1.0 / n, dtype=theta.dtype, device=theta.device)
+        mean = _weighted_grad(uniform, cache, X)
 
         def apply(xi: torch.Tensor) -> torch.Tensor:
             return _weighted_grad((xi - xi.mean(dim=1, keepdim=True)) / norm, cache, X)
@@ -447,7 +449,7 @@ def sgd_discrete(
     def coefficients(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.randint(X.shape[0], (theta.shape[0], batch_size), generator=g)
         Xb = X[idx]
-        weights = torch.full(idx.shape, 1.0 / batch_size, dtype=theta.dtype)
+        weights = torch.full(idx.shape, 1.0 / batch_size, dtype=theta.dtype, device=theta.device)
         grad = _weighted_grad(weights, _forward_cache(theta, shape, Xb, Y[idx]), Xb)
         return -grad, torch.zeros_like(theta)
 

@@ -173,3 +173,9 @@ def test_bootstrap_peak_sigma_is_small_for_a_well_defined_peak():
     assert len(peaks) == 1 and abs(peaks.p[0] - 0.5) < 0.02
     sigma = dsi.bootstrap_peak_sigma(C, p, peaks, n_boot=50, min_width=1)
     assert 0 < sigma[0] < 0.02
+
+
+def test_noise_scale_of_a_piecewise_constant_signal_is_not_zero():
+    steps = np.repeat([0.0, 1.0, 0.0, 2.0, 1.0], 50)  # MAD of the increments is exactly 0
+    assert dsi.noise_scale(steps) > 0
+    assert dsi.noise_scale(np.zeros(100)) == 0

@@ -148,3 +148,12 @@ def test_ensemble_from_two_layer_model():
     torch.testing.assert_close(out[3], model(X).detach())
     with pytest.raises(ValueError, match="bias-free"):
         sde.ensemble_from_model(TwoLayer(3, 4, 2, bias=True), 2)
+
+
+def test_ensemble_loss_averages_over_samples_for_per_run_data():
+    shape = sde.TwoLayerShape(2, 3, 1, "linear")
+    theta = sde.ensemble_init(shape, 4, seed=0, dtype=torch.float32)
+    X, Y = torch.randn(10, 2), torch.randn(10, 1)
+    shared = sde.ensemble_loss(theta, shape, X, Y)
+    per_run = sde.ensemble_loss(theta, shape, X.expand(4, 10, 2), Y.expand(4, 10, 1))
+    assert torch.allclose(shared, per_run)
