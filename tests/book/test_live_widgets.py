@@ -22,7 +22,9 @@ figure = interactive_figure(grid, compute=point)
 figure
 """
 MOVE_ON_GRID = "figure.live.slider.value = 0.04\nprint(figure.live.caption.value)"
-MOVE_OFF_GRID = "figure.live.slider.value = 0.03\nfigure.live.wait()\nprint(figure.live.caption.value)"
+MOVE_OFF_GRID = (
+    "figure.live.slider.value = 0.03\nfigure.live.wait()\nprint(figure.live.caption.value)"
+)
 
 
 def test_widget_moves_in_a_kernel():
