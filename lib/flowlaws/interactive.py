@@ -78,13 +78,35 @@ class SliderGrid:
         return int(np.argmin(np.abs(axis - target)))
 
     def slider_positions(self) -> np.ndarray:
-        """``(S,)`` positions of the static slider: ``log10(values)`` to 3 decimals, or values."""
-        if not self.log_slider:
-            return self.values.copy()
-        positions = np.round(np.log10(self.values), 3)
-        if np.any(np.diff(positions) <= 0):
-            raise ValueError("slider values too close in log10 to tell apart at 3 decimals")
-        return positions
+        """``(S,)`` positions of the static slider, equally spaced by :meth:`slider_step`.
+
+        A grid evenly spaced in ``values`` (or in ``log10(values)`` for a log slider) moves
+        over those numbers, rounded to 6 significant digits so that the browser's range input
+        can land on every one of them; any other grid moves over the grid index ``0 … S−1``.
+        """
+        axis = np.log10(self.values) if self.log_slider else self.values
+        if not self._evenly_spaced(axis):
+            return np.arange(len(axis), dtype=float)
+        return np.round(axis[0] + self.slider_step() * np.arange(len(axis)), 9)
+
+    def slider_step(self) -> float:
+        """The spacing of :meth:`slider_positions`."""
+        axis = np.log10(self.values) if self.log_slider else self.values
+        if not self._evenly_spaced(axis):
+            return 1.0
+        return float(f"{np.diff(axis).mean():.6g}")
+
+    def slider_label(self) -> str:
+        """What the static slider is labelled with: the parameter, its log, or a grid index."""
+        axis = np.log10(self.values) if self.log_slider else self.values
+        if not self._evenly_spaced(axis):
+            return f"{self.parameter} (grid point) "
+        return f"log₁₀ {self.parameter} " if self.log_slider else f"{self.parameter} "
+
+    @staticmethod
+    def _evenly_spaced(axis: np.ndarray) -> bool:
+        steps = np.diff(axis)
+        return bool(np.allclose(steps, steps.mean(), rtol=1e-3, atol=0))
 
 
 def compute_grid(
@@ -125,9 +147,7 @@ def vega_spec(grid: SliderGrid) -> dict:
     """The Vega-Lite spec: the grid as inline data, filtered by a slider bound to a parameter."""
     import altair as alt
 
-    positions = grid.slider_positions()
-    step = float(np.min(np.diff(positions)))
-    label = f"log₁₀ {grid.parameter} " if grid.log_slider else f"{grid.parameter} "
+    positions, step, label = grid.slider_positions(), grid.slider_step(), grid.slider_label()
     slider = alt.param(name="slider", value=float(positions[grid.default_index]),
                        bind=alt.binding_range(min=float(positions[0]), max=float(positions[-1]),
                                               step=step, name=label))

@@ -105,3 +105,17 @@ def test_live_slider_computes_new_points_and_skips_stale_requests():
     live.wait(10)
     assert calls == [0.011, 0.017], "only the first and the latest request are computed"
     assert "lr = 0.017" in live.caption.value
+
+
+def test_an_uneven_grid_moves_over_its_index():
+    g = compute_grid(point, (0.05, 0.2, 0.5), parameter="lr", default=0.2, progress=False)
+    assert list(g.slider_positions()) == [0.0, 1.0, 2.0] and g.slider_step() == 1.0
+    assert "grid point" in g.slider_label()
+
+
+def test_an_even_grid_lands_exactly_on_every_step():
+    g = compute_grid(point, (0.05, 0.2, 0.35), parameter="lr", default=0.2, progress=False)
+    positions, step = g.slider_positions(), g.slider_step()
+    assert step == 0.15 and positions[-1] == 0.35
+    param = vega_spec(g)["params"][0]
+    assert param["bind"]["min"] + 2 * param["bind"]["step"] == pytest.approx(param["bind"]["max"])
