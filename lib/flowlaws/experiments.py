@@ -120,10 +120,11 @@ def one_step_moments(
         step = step - start
         out[f"mean_{name}"] = _relative_error(step.mean(0), mean)
         out[f"cov_{name}"] = _relative_error(torch.cov(step.T), cov)
-    g = torch.Generator().manual_seed(seed + 1)
+    g = torch.Generator(device=mean.device).manual_seed(seed + 1)
     evals, evecs = torch.linalg.eigh(cov)
     root = evecs * evals.clamp_min(0).sqrt()
-    exact = mean + torch.randn(n_samples, len(mean), generator=g, dtype=mean.dtype) @ root.T
+    xi = torch.randn(n_samples, len(mean), generator=g, dtype=mean.dtype, device=mean.device)
+    exact = mean + xi @ root.T
     out["mean_floor"] = _relative_error(exact.mean(0), mean)
     out["cov_floor"] = _relative_error(torch.cov(exact.T), cov)
     return out
