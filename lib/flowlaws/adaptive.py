@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from flowlaws.clusters import (
     DEFAULT_DEAD_TOL,
@@ -135,6 +136,7 @@ def train_ensemble(
     alpha: float = 2.0, truncation: float = math.inf, betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0, record_every: int = 1,
     max_abs: float = 1e6, m0: torch.Tensor | None = None, v0: torch.Tensor | None = None,
+    progress: str | None = None,
 ) -> AdaptivePath:
     """SGD, Adam or AdamW with (heavy-tailed) reweighted-gradient noise, all runs at once.
 
@@ -145,6 +147,7 @@ def train_ensemble(
         batch_size: the equivalent mini-batch size ``B`` of the noise; ``None``: no noise.
         alpha, truncation: tail index of ``ξ`` and its clipping level (module docstring).
         seed: seeds the noise; the same arguments give the same paths.
+        progress: a label to show a ``tqdm.auto`` progress bar over the steps (None: no bar).
     """
     _check(optimizer, lr, n_steps, record_every)
     gen = torch.Generator(device=theta0.device).manual_seed(seed)
@@ -154,7 +157,7 @@ def train_ensemble(
     diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64, device=theta.device)
     steps, rec = [0], [(theta.clone(), m.clone(), v.clone())]
     (b1, b2), wd = betas, weight_decay
-    for k in range(1, n_steps + 1):
+    for k in tqdm(range(1, n_steps + 1), desc=progress, disable=progress is None):
         g = noisy_gradient(theta, shape, X, Y, batch_size=batch_size, alpha=alpha,
                            truncation=truncation, generator=gen)
         if optimizer == "sgd":
