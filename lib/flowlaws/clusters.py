@@ -65,13 +65,15 @@ def neuron_vectors(V: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
 def relative_distance(V: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
     """``(..., width, width)`` Chen et al.'s ``‖w_i − w_j‖ / (‖w_i‖ + ‖w_j‖)``.
 
-    Zero where both neurons vanish.
+    Zero where both neurons vanish; NaN where either is not finite (a diverged run), so that
+    no threshold test ``< tol`` counts a diverged network as merged.
     """
     w = neuron_vectors(V, U)
     norms = w.norm(dim=-1)
     denom = norms[..., :, None] + norms[..., None, :]
     dist = torch.cdist(w, w, compute_mode="donot_use_mm_for_euclid_dist")
-    return torch.where(denom > 0, dist / denom.clamp_min(1e-300), torch.zeros_like(dist))
+    ratio = torch.where(denom > 0, dist / denom.clamp_min(1e-300), torch.zeros_like(dist))
+    return torch.where(torch.isfinite(denom), ratio, torch.full_like(dist, float("nan")))
 
 
 def distance_to_permutation_set(V: torch.Tensor, U: torch.Tensor) -> torch.Tensor:

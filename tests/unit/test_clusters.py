@@ -74,3 +74,10 @@ def test_bad_thresholds_are_refused():
         clusters.synchronized_pairs(V, U, tol=-1)
     with pytest.raises(ValueError, match="neurons"):
         clusters.neuron_vectors(V, U[:, :3])
+
+
+def test_a_diverged_network_is_not_counted_as_merged():
+    V = torch.full((4, 3), float("nan"))
+    U = torch.ones(1, 4)
+    assert torch.isnan(clusters.relative_distance(V, U)).all()
+    assert clusters.largest_component(V, U) <= 1
