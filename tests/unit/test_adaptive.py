@@ -13,15 +13,6 @@ from flowlaws import adaptive, clusters, sde
 SHAPE = sde.TwoLayerShape(3, 4, 2, "tanh")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread is much faster than two on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _data(n: int = 16, dtype=torch.float64):
     g = torch.Generator().manual_seed(0)
     return (torch.randn(n, SHAPE.n_in, generator=g, dtype=dtype),

@@ -9,14 +9,6 @@ import torch
 from flowlaws import cascades, clusters, dsi, sde
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def planted_states(n_runs: int = 12, seed: int = 0) -> tuple[torch.Tensor, sde.TwoLayerShape]:
     """Random networks in which some neurons are copies (+ tiny noise) of others, some dead."""
     shape = sde.TwoLayerShape(3, 8, 2, "tanh")

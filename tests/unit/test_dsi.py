@@ -11,15 +11,6 @@ from flowlaws import dsi, reeb, sde
 LAM, P_C, A = 2.0, 0.8, 0.4
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread is ~10x faster than two on a shared, busy CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def geometric(n: int, lam: float = LAM, p_c: float = P_C) -> np.ndarray:
     return p_c - A * lam ** -np.arange(n, dtype=float)
 

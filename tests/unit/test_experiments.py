@@ -11,16 +11,6 @@ import torch
 from flowlaws import experiments as ex
 from flowlaws import reeb, sde
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread is much faster than two on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 SHAPE = sde.TwoLayerShape(3, 6, 1, "tanh")
 
 

@@ -15,15 +15,6 @@ from flowlaws.models import TwoLayer
 ZETAS = np.array([1.0, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2.5])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread is ~10x faster than two on a shared, busy CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def collapse() -> np.ndarray:
     return sde.quartic_collapse(ZETAS, mu=1.0, n_runs=200, t_final=100.0, dt=0.01, seed=0)
