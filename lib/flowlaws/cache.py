@@ -1,15 +1,17 @@
 """Compute or load: results cached on disk, keyed by a hash of what produced them.
 
 An entry is written atomically (a temporary file in the same folder, then ``os.replace``), so
-an interrupted run never leaves half a file behind; a change of any parameter changes the key,
-so the result is recomputed. Entries are saved with :func:`torch.save` and loaded with
-``torch.load(..., weights_only=True)``: tensors, numbers, strings, lists and dicts only.
+an interrupted run never leaves half a file behind; a change of any parameter, or of the
+library's code, changes the key, so the result is recomputed. Entries are saved with
+:func:`torch.save` and loaded with ``torch.load(..., weights_only=True)``: tensors, numbers,
+strings, lists and dicts only.
 
 Explained in: book/02_percolation/05_dsi.ipynb (sweeps cached between runs).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -23,9 +25,23 @@ import torch
 DEFAULT_DIR = Path(os.environ.get("FLOWLAWS_CACHE", Path.home() / ".cache" / "flowlaws"))
 
 
+@functools.cache
+def library_fingerprint() -> str:
+    """A hash of the source of every ``flowlaws`` module.
+
+    Part of every cache key: a result computed by an older version of the library is never
+    served after its code changed (a fix in an estimator recomputes the sweeps that use it).
+    """
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def cache_key(name: str, params: dict[str, Any]) -> str:
-    """A stable hex key for ``name`` and a JSON-serialisable ``params`` dict."""
-    blob = json.dumps({"name": name, "params": params}, sort_keys=True, default=repr)
+    """A stable hex key for ``name``, a JSON-serialisable ``params`` dict and the library code."""
+    blob = json.dumps({"name": name, "params": params, "library": library_fingerprint()},
+                      sort_keys=True, default=repr)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 

@@ -47,3 +47,9 @@ def test_a_failing_computation_stores_nothing(tmp_path):
     with pytest.raises(RuntimeError):
         cache.cached("demo", {}, lambda: (_ for _ in ()).throw(RuntimeError("boom")), tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_change_of_library_code_changes_the_key(monkeypatch):
+    before = cache.cache_key("demo", {"lr": 0.1})
+    monkeypatch.setattr(cache, "library_fingerprint", lambda: "another version")
+    assert cache.cache_key("demo", {"lr": 0.1}) != before
