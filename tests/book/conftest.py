@@ -7,6 +7,7 @@ Jupyter Book build without running any notebook twice.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,9 @@ import yaml
 from _harness import ROOT, execute_smoke, toc_notebooks
 
 SMOKE_ROOT = ROOT / "_build" / "smoke"
+# Kernels started by the tests (papermill, nbval) inherit this: the smoke runs keep their cached
+# sweeps inside the build folder instead of the reader's ~/.cache/flowlaws.
+os.environ.setdefault("FLOWLAWS_CACHE", str(ROOT / "_build" / "test-cache"))
 
 
 @pytest.fixture(scope="session")
