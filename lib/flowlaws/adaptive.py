@@ -39,6 +39,7 @@ from flowlaws.clusters import (
     relative_distance,
 )
 from flowlaws.dsi import NullTest, relative_variance, surrogate_test
+from flowlaws.flow import check_run_args
 from flowlaws.sde import TwoLayerShape, _forward_cache, _weighted_grad, split_params
 from flowlaws.sde import ensemble_init as sde_init
 
@@ -121,15 +122,6 @@ class AdaptivePath:
         return self.theta[-1]
 
 
-def _check(optimizer: str, lr: float, n_steps: int, record_every: int) -> None:
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
-    if n_steps < 1 or record_every < 1:
-        raise ValueError("n_steps and record_every must be positive ints")
-
-
 def train_ensemble(
     theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
     optimizer: str = "adam", lr: float, n_steps: int, batch_size: int | None = 4,
@@ -149,7 +141,7 @@ def train_ensemble(
         seed: seeds the noise; the same arguments give the same paths.
         progress: a label to show a ``tqdm.auto`` progress bar over the steps (None: no bar).
     """
-    _check(optimizer, lr, n_steps, record_every)
+    check_run_args(optimizer, lr, n_steps, record_every, allowed=OPTIMIZERS)
     gen = torch.Generator(device=theta0.device).manual_seed(seed)
     theta = theta0.detach().clone()
     m = torch.zeros_like(theta) if m0 is None else m0.clone()

@@ -313,9 +313,13 @@ _UPDATES = {
 }
 
 
-def _check_train_args(optimizer: str, lr: float, n_steps: int, record_every: int) -> None:
-    if optimizer not in _UPDATES:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+def check_run_args(
+    optimizer: str, lr: float, n_steps: int, record_every: int,
+    allowed: tuple[str, ...] = OPTIMIZERS,
+) -> None:
+    """Refuse an unknown optimizer, a non-positive or non-finite ``lr``, or empty runs."""
+    if optimizer not in allowed:
+        raise ValueError(f"optimizer must be one of {allowed}, got {optimizer!r}")
     if not (lr > 0 and math.isfinite(lr)):
         raise ValueError(f"lr must be positive, got {lr!r}")
     if n_steps < 1 or record_every < 1:
@@ -421,7 +425,7 @@ def train(
     Raises:
         DivergenceError: as soon as a loss is NaN or infinite, naming the step and ``lr``.
     """
-    _check_train_args(optimizer, lr, n_steps, record_every)
+    check_run_args(optimizer, lr, n_steps, record_every)
     params = {name: value.detach().clone() for name, value in params0.items()}
     device = next(iter(params.values())).device
     draw = _batch_sampler(loss_fn, optimizer, batch_size, seed, device)
