@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.special import gammainc
+from tqdm.auto import tqdm
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ def euler_maruyama(
     record_every: int = 1,
     max_abs: float = 1e6,
     absorb_below: float = 0.0,
+    progress: str | None = None,
 ) -> SDEPath:
     """Euler–Maruyama ``θ ← θ + b(θ) dt + √(η dt) G(θ) ξ`` for all runs at once.
 
@@ -162,6 +164,7 @@ def euler_maruyama(
         max_abs: a run with ``|θ| > max_abs`` anywhere counts as diverged (overflow).
         absorb_below: coordinates with ``|θ| < absorb_below`` are set to exactly 0; use a
             tiny value (1e-200) for multiplicative noise, to avoid slow subnormal floats.
+        progress: a label to show a ``tqdm.auto`` bar over the steps (None: no bar).
     """
     _check_positive(dt=dt, max_abs=max_abs)
     _check_nonnegative(eta=eta, absorb_below=absorb_below)
@@ -172,7 +175,7 @@ def euler_maruyama(
     diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64, device=theta.device)
     scale = math.sqrt(eta * dt)
     steps, records = [0], [theta.clone()]
-    for step in range(1, n_steps + 1):
+    for step in tqdm(range(1, n_steps + 1), desc=progress, disable=progress is None):
         drift, factor = coefficients(theta)
         step_noise = scale * _noise(factor, generator, theta) if scale > 0 else 0.0
         theta = theta + drift * dt + step_noise
@@ -421,7 +424,7 @@ def sgd_coefficients(
 def sgd_sde(
     theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
     lr: float, batch_size: int, n_steps: int, seed: int = 0, record_every: int = 1,
-    max_abs: float = 1e6,
+    max_abs: float = 1e6, progress: str | None = None,
 ) -> SDEPath:
     """SGD read as its SDE, integrated by Euler–Maruyama with ``dt = η = lr``.
 
@@ -429,13 +432,14 @@ def sgd_sde(
     """
     _check_positive(lr=lr)
     return euler_maruyama(sgd_coefficients(shape, X, Y, batch_size), theta0, lr, n_steps,
-                          eta=lr, seed=seed, record_every=record_every, max_abs=max_abs)
+                          eta=lr, seed=seed, record_every=record_every, max_abs=max_abs,
+                          progress=progress)
 
 
 def sgd_discrete(
     theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
     lr: float, batch_size: int, n_steps: int, seed: int = 0, record_every: int = 1,
-    max_abs: float = 1e6,
+    max_abs: float = 1e6, progress: str | None = None,
 ) -> SDEPath:
     """Plain SGD ``θ ← θ − lr ĝ_B``, each run with its own batches (drawn with replacement).
 
@@ -454,4 +458,4 @@ def sgd_discrete(
         return -grad, torch.zeros_like(theta)
 
     return euler_maruyama(coefficients, theta0, lr, n_steps, eta=0.0, seed=seed,
-                          record_every=record_every, max_abs=max_abs)
+                          record_every=record_every, max_abs=max_abs, progress=progress)
