@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import textwrap
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -133,7 +134,7 @@ def _rows(grid: SliderGrid) -> tuple[list[dict], list[dict], list[dict]]:
             curves += [{"s": s, "series": label, "x": float(x), "y": float(y)}
                        for x, y in zip(point.x, ys, strict=True) if _drawable(x, y, grid)]
         marks += [{"s": s, "x": float(x), "y": float(y)} for x, y in np.asarray(point.marks)]
-        captions.append({"s": s, "caption": point.caption})
+        captions.append({"s": s, "caption": "\n".join(textwrap.wrap(point.caption, 88))})
     return curves, marks, captions
 
 
@@ -164,7 +165,7 @@ def vega_spec(grid: SliderGrid) -> dict:
             x="x:Q", y="y:Q").transform_filter(selected))
     height = 300
     layers.append(alt.Chart(alt.Data(values=captions)).mark_text(
-        align="left", baseline="top", fontSize=12).encode(
+        align="left", baseline="top", fontSize=12, lineBreak="\n").encode(
         x=alt.value(0), y=alt.value(height + 38), text="caption:N").transform_filter(selected))
     chart = alt.layer(*layers).add_params(slider).properties(
         width=560, height=height, title=grid.title).configure_legend(

@@ -146,7 +146,8 @@ def _curves_at(spec: dict, position: float, step: float) -> list[tuple]:
 def _expected_caption(spec: dict, position: float) -> str:
     rows = _caption_rows(spec)
     step = min(abs(a["s"] - b["s"]) for a, b in zip(rows, rows[1:], strict=False))
-    return next(r["caption"] for r in rows if abs(r["s"] - position) < step / 2)
+    caption = next(r["caption"] for r in rows if abs(r["s"] - position) < step / 2)
+    return caption.replace("\n", "")  # one <tspan> per wrapped line, joined in textContent
 
 
 def _move_and_check(page, chart_id: str, spec: dict, before: tuple[str, str], move) -> tuple:
