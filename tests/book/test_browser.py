@@ -120,31 +120,22 @@ def _drawn(page, chart_id: str) -> tuple[str, str]:
     return caption, paths
 
 
-def _caption_rows(node) -> list[dict]:
-    """Every data row with a ``caption`` field, wherever the spec keeps it."""
+def _rows_with(node, key: str) -> list[dict]:
+    """Every data row with a ``key`` field (``caption``, ``series``), wherever the spec keeps it."""
     if isinstance(node, dict):
-        return [node] if "caption" in node else [r for v in node.values() for r in _caption_rows(v)]
+        return [node] if key in node else [r for v in node.values() for r in _rows_with(v, key)]
     if isinstance(node, list):
-        return [r for v in node for r in _caption_rows(v)]
-    return []
-
-
-def _curve_rows(node) -> list[dict]:
-    """Every data row of a curve (``series``, ``x``, ``y`` at slider position ``s``)."""
-    if isinstance(node, dict):
-        return [node] if "series" in node else [r for v in node.values() for r in _curve_rows(v)]
-    if isinstance(node, list):
-        return [r for v in node for r in _curve_rows(v)]
+        return [r for v in node for r in _rows_with(v, key)]
     return []
 
 
 def _curves_at(spec: dict, position: float, step: float) -> list[tuple]:
-    return sorted((r["series"], r["x"], r["y"]) for r in _curve_rows(spec)
+    return sorted((r["series"], r["x"], r["y"]) for r in _rows_with(spec, "series")
                   if abs(r["s"] - position) < step / 2)
 
 
 def _expected_caption(spec: dict, position: float) -> str:
-    rows = _caption_rows(spec)
+    rows = _rows_with(spec, "caption")
     step = min(abs(a["s"] - b["s"]) for a, b in zip(rows, rows[1:], strict=False))
     caption = next(r["caption"] for r in rows if abs(r["s"] - position) < step / 2)
     return caption.replace("\n", "")  # one <tspan> per wrapped line, joined in textContent
