@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from flowlaws.clusters import (
     DEFAULT_DEAD_TOL,
@@ -40,6 +39,7 @@ from flowlaws.clusters import (
 )
 from flowlaws.dsi import NullTest, relative_variance, surrogate_test
 from flowlaws.flow import check_run_args
+from flowlaws.progress import track
 from flowlaws.sde import TwoLayerShape, _forward_cache, _weighted_grad, split_params
 from flowlaws.sde import ensemble_init as sde_init
 
@@ -149,7 +149,7 @@ def train_ensemble(
     diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64, device=theta.device)
     steps, rec = [0], [(theta.clone(), m.clone(), v.clone())]
     (b1, b2), wd = betas, weight_decay
-    for k in tqdm(range(1, n_steps + 1), desc=progress, disable=progress is None):
+    for k in track(range(1, n_steps + 1), desc=progress, enabled=progress is not None):
         g = noisy_gradient(theta, shape, X, Y, batch_size=batch_size, alpha=alpha,
                            truncation=truncation, generator=gen)
         if optimizer == "sgd":

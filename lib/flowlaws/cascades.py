@@ -25,6 +25,7 @@ from scipy.spatial.distance import squareform
 
 from flowlaws.clusters import DEFAULT_DEAD_TOL, DEFAULT_TOL, dead_neurons, relative_distance
 from flowlaws.percolation import block_merge_curve, erdos_renyi_curve, max_jump
+from flowlaws.progress import track
 from flowlaws.sde import TwoLayerShape, split_params
 
 __all__ = ["ensemble_cmax", "merge_heights", "cyclic_problem", "block_jump_sweep",
@@ -170,7 +171,7 @@ def sgd_order_parameter(lr: float, *, width: int = 8, n_in: int = 4, n_data: int
     theta, X, Y = theta.to(device), X.to(device), Y.to(device)
     batches = torch.Generator(device=device).manual_seed(seed + 1)
     steps, C = [], []
-    for step in range(n_steps + 1):
+    for step in track(range(n_steps + 1), desc=f"SGD lr={lr:g}", enabled=False):
         if step % record_every == 0:
             steps.append(step)
             C.append(ensemble_cmax(theta, shape).cpu())

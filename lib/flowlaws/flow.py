@@ -24,7 +24,8 @@ from scipy.integrate import solve_ivp
 from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
-from tqdm.auto import tqdm
+
+from flowlaws.progress import track
 
 Params = dict[str, torch.Tensor]
 LossFn = Callable[[Params], torch.Tensor]
@@ -432,7 +433,7 @@ def train(
     hyper = _Hyper(lr, momentum, betas, eps, weight_decay)
     update, state = _UPDATES[optimizer], {}
     recorder = _Recorder(laws, laws is None if record_params is None else record_params)
-    for step in tqdm(range(n_steps + 1), disable=not progress, desc=f"{optimizer} lr={lr:g}"):
+    for step in track(range(n_steps + 1), enabled=progress, desc=f"{optimizer} lr={lr:g}"):
         g, loss = gradient_and_loss(loss_fn, params, draw())
         loss_value = float(loss)
         if not math.isfinite(loss_value):

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.special import gammainc
-from tqdm.auto import tqdm
+
+from flowlaws.progress import track
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,8 @@ def euler_maruyama(
         max_abs: a run with ``|θ| > max_abs`` anywhere counts as diverged (overflow).
         absorb_below: coordinates with ``|θ| < absorb_below`` are set to exactly 0; use a
             tiny value (1e-200) for multiplicative noise, to avoid slow subnormal floats.
-        progress: a label to show a ``tqdm.auto`` bar over the steps (None: no bar).
+        progress: a label to show a ``tqdm.auto`` bar over the steps (None: no bar); inside
+            ``flowlaws.progress.report_to`` the steps are reported there instead.
     """
     _check_positive(dt=dt, max_abs=max_abs)
     _check_nonnegative(eta=eta, absorb_below=absorb_below)
@@ -175,7 +177,7 @@ def euler_maruyama(
     diverged_at = torch.full((theta.shape[0],), -1, dtype=torch.int64, device=theta.device)
     scale = math.sqrt(eta * dt)
     steps, records = [0], [theta.clone()]
-    for step in tqdm(range(1, n_steps + 1), desc=progress, disable=progress is None):
+    for step in track(range(1, n_steps + 1), desc=progress, enabled=progress is not None):
         drift, factor = coefficients(theta)
         step_noise = scale * _noise(factor, generator, theta) if scale > 0 else 0.0
         theta = theta + drift * dt + step_noise

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from flowlaws.laws import LAW_TOL, LawCount, count
 from flowlaws.models import MultiHeadAttention, SwiGLU, TwoLayer
+from flowlaws.progress import track
 
 COLUMNS = ("model", "sizes", "D", "jacobian rank", "lie dim", "laws", "closed form", "certified")
 """The columns :func:`format_table` prints by default."""
@@ -62,7 +62,7 @@ def count_table(
     Explained in: book/01_conservation/02_feedforward.ipynb
     """
     rows = []
-    for name, sizes, model, inputs in tqdm(cases, desc="counting", disable=not progress):
+    for name, sizes, model, inputs in track(cases, desc="counting", enabled=progress):
         start = time.perf_counter()
         found = count(model, inputs, seed=seed)
         expected = closed_form(model)
