@@ -112,9 +112,12 @@ def _chart_pages(smoke_book) -> list[str]:
     return [p for p in TOC_PAGES if marker in (smoke_book / f"{p}.html").read_text()]
 
 
+CAPTION = "g.mark-text.caption_marks text"
+
+
 def _drawn(page, chart_id: str) -> tuple[str, str]:
     """The caption text and the line paths that the chart shows now."""
-    caption = page.text_content(f"#{chart_id} g.mark-text.role-mark text") or ""
+    caption = page.text_content(f"#{chart_id} {CAPTION}") or ""
     paths = page.eval_on_selector_all(f"#{chart_id} g.mark-line.role-mark path",
                                       "els => els.map(e => e.getAttribute('d')).join('|')")
     return caption, paths
@@ -129,31 +132,61 @@ def _rows_with(node, key: str) -> list[dict]:
     return []
 
 
-def _curves_at(spec: dict, position: float, step: float) -> list[tuple]:
-    return sorted((r["series"], r["x"], r["y"]) for r in _rows_with(spec, "series")
-                  if abs(r["s"] - position) < step / 2)
+def _steps(spec: dict) -> dict[str, float]:
+    """Each knob's data field and its slider's step (slider ``slider_<field>``)."""
+    return {p["name"].removeprefix("slider_"): p["bind"]["step"] for p in spec["params"]}
 
 
-def _expected_caption(spec: dict, position: float) -> str:
-    rows = _rows_with(spec, "caption")
-    step = min(abs(a["s"] - b["s"]) for a, b in zip(rows, rows[1:], strict=False))
-    caption = next(r["caption"] for r in rows if abs(r["s"] - position) < step / 2)
-    return caption.replace("\n", "")  # one <tspan> per wrapped line, joined in textContent
+def _positions(page, chart_id: str) -> dict[str, float]:
+    """Where every slider of the chart is now, by its knob's data field."""
+    pairs = page.eval_on_selector_all(f"#{chart_id} input[type=range]",
+                                      "els => els.map(e => [e.name, e.value])")
+    return {name.removeprefix("slider_"): float(value) for name, value in pairs}
+
+
+def _at(rows: list[dict], positions: dict[str, float], steps: dict[str, float]) -> list[dict]:
+    return [r for r in rows if all(abs(r[f] - positions[f]) < steps[f] / 2 for f in steps)]
+
+
+def _curves_at(spec: dict, positions: dict[str, float]) -> list[tuple]:
+    rows = _at(_rows_with(spec, "series"), positions, _steps(spec))
+    return sorted((r["series"], r["x"], r["y"]) for r in rows)
+
+
+def _expected_caption(spec: dict, positions: dict[str, float]) -> str:
+    (row,) = _at(_rows_with(spec, "caption"), positions, _steps(spec))
+    return row["caption"].replace("\n", "")  # one <tspan> per wrapped line, joined in textContent
 
 
 def _move_and_check(page, chart_id: str, spec: dict, before: tuple[str, str], move) -> tuple:
-    slider = page.locator(f"#{chart_id} input[type=range]")
-    step, start = float(slider.get_attribute("step")), float(slider.input_value())
+    start = _positions(page, chart_id)
     move()
     page.wait_for_function(
-        "([id, old]) => (document.querySelector('#' + id + ' g.mark-text.role-mark text') || {})"
-        ".textContent !== old", arg=[chart_id, before[0]], timeout=10_000)
-    now = _drawn(page, chart_id)
-    position = float(page.locator(f"#{chart_id} input[type=range]").input_value())
-    assert now[0] == _expected_caption(spec, position), "caption does not match the grid"
-    if _curves_at(spec, position, step) != _curves_at(spec, start, step):
+        "([id, sel, old]) => (document.querySelector('#' + id + ' ' + sel) || {})"
+        ".textContent !== old", arg=[chart_id, CAPTION, before[0]], timeout=10_000)
+    now, positions = _drawn(page, chart_id), _positions(page, chart_id)
+    assert positions != start, "the slider did not move"
+    assert now[0] == _expected_caption(spec, positions), "caption does not match the grid"
+    (row,) = _at(_rows_with(spec, "setting"), positions, _steps(spec))
+    setting = page.text_content(f"#{chart_id} g.mark-text.setting_marks text")
+    assert setting == row["setting"], "the printed slider values do not match the sliders"
+    if _curves_at(spec, positions) != _curves_at(spec, start):
         assert now[1] != before[1], f"the drawn curves did not change ({chart_id}: {now[0]})"
     return now
+
+
+def _exercise_slider(page, chart_id: str, spec: dict, slider, state: tuple) -> tuple:
+    """Mouse to the end farther from the slider's value, then one arrow key back."""
+    slider.scroll_into_view_if_needed()
+    low, high = float(slider.get_attribute("min")), float(slider.get_attribute("max"))
+    value = float(slider.input_value())
+    to_right = value - low < high - value
+    box = slider.bounding_box()
+    end = (box["x"] + (box["width"] - 2 if to_right else 2), box["y"] + box["height"] / 2)
+    state = _move_and_check(page, chart_id, spec, state, functools.partial(page.mouse.click, *end))
+    slider.focus()
+    press = functools.partial(page.keyboard.press, "ArrowLeft" if to_right else "ArrowRight")
+    return _move_and_check(page, chart_id, spec, state, press)
 
 
 def test_sliders_move_the_static_charts(browser, server, smoke_book):
@@ -161,28 +194,21 @@ def test_sliders_move_the_static_charts(browser, server, smoke_book):
 
     pages = _chart_pages(smoke_book)
     assert pages, "no page has an interactive chart"
+    n_sliders = 0
     for name in pages:
         page, problems = open_offline(browser, f"{server}/{name}.html")
         for chart_id in page.eval_on_selector_all(".flowlaws-chart", "els => els.map(e => e.id)"):
             page.wait_for_function("id => window.flowlawsCharts && window.flowlawsCharts[id]",
                                    arg=chart_id, timeout=15_000)
             spec = json.loads(page.text_content(f"#{chart_id}-spec"))
-            slider = page.locator(f"#{chart_id} input[type=range]")
-            slider.scroll_into_view_if_needed()
+            sliders = page.locator(f"#{chart_id} input[type=range]")
+            assert sliders.count() == len(spec["params"]), "one slider per knob"
             state = _drawn(page, chart_id)
-            assert state[0] == _expected_caption(spec, float(slider.input_value()))
-            # the mouse goes to the end farther from the default, the keyboard steps back
-            low, high = float(slider.get_attribute("min")), float(slider.get_attribute("max"))
-            value = float(slider.input_value())
-            to_right = value - low < high - value
-            box = slider.bounding_box()
-            end = (box["x"] + (box["width"] - 2 if to_right else 2), box["y"] + box["height"] / 2)
-            state = _move_and_check(page, chart_id, spec, state,
-                                    functools.partial(page.mouse.click, *end))
-            slider.focus()
-            key = "ArrowLeft" if to_right else "ArrowRight"
-            press = functools.partial(page.keyboard.press, key)
-            _move_and_check(page, chart_id, spec, state, press)
+            assert state[0] == _expected_caption(spec, _positions(page, chart_id))
+            for i in range(sliders.count()):
+                state = _exercise_slider(page, chart_id, spec, sliders.nth(i), state)
+                n_sliders += 1
         real = [p for p in problems if not any(k in p for k in KNOWN_HARMLESS)]
         assert not real, "\n".join(real)
         page.context.close()
+    assert n_sliders > len(pages), "some chart must have more than one slider"

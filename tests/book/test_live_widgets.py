@@ -1,4 +1,4 @@
-"""The live path in a real kernel: the figure displays as a widget, moving it redraws."""
+"""The live path in a real kernel: the figure displays as a widget, moving a slider redraws."""
 
 from __future__ import annotations
 
@@ -10,20 +10,28 @@ pytestmark = pytest.mark.book
 
 SETUP = """
 import numpy as np
-from flowlaws.interactive import SliderPoint, compute_grid, interactive_figure
+from flowlaws.interactive import Knob, SliderPoint, compute_grid, interactive_figure
+from flowlaws.progress import track
 
-def point(lr):
+def point(lr, runs):
+    for _ in track(range(3), desc="steps", enabled=False):
+        pass
     x = np.linspace(0, 1, 4)
-    return SliderPoint(x=x, curves={"error": lr * (1 + x)}, caption=f"lr = {lr:g}")
+    caption = f"lr = {lr:g}, runs = {runs}"
+    return SliderPoint(x=x, curves={"error": lr * runs * (1 + x)}, caption=caption)
 
-grid = compute_grid(point, [0.01, 0.02, 0.04], parameter="lr", default=0.02, log_slider=True,
-                    progress=False)
+knobs = [Knob("lr", [0.01, 0.02, 0.04], default=0.02, log=True),
+         Knob("runs", [4, 8], default=8, integer=True)]
+grid = compute_grid(point, knobs, progress=False)
 figure = interactive_figure(grid, compute=point)
 figure
 """
-MOVE_ON_GRID = "figure.live.slider.value = 0.04\nprint(figure.live.caption.value)"
+MOVE_ON_GRID = (
+    "figure.live.sliders[0].value = 0.04\nfigure.live.sliders[1].value = 4.0\n"
+    "print(figure.live.caption.value)"
+)
 MOVE_OFF_GRID = (
-    "figure.live.slider.value = 0.03\nfigure.live.wait()\nprint(figure.live.caption.value)"
+    "figure.live.sliders[0].value = 0.03\nfigure.live.wait()\nprint(figure.live.caption.value)"
 )
 
 
@@ -33,5 +41,5 @@ def test_widget_moves_in_a_kernel():
     NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
     shown = notebook.cells[0].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" in shown and "text/html" in shown
-    assert "lr = 0.04" in notebook.cells[1].outputs[0]["text"]
-    assert "lr = 0.03" in notebook.cells[2].outputs[0]["text"], "off-grid value not computed"
+    assert "lr = 0.04, runs = 4" in notebook.cells[1].outputs[0]["text"]
+    assert "lr = 0.03, runs = 4" in notebook.cells[2].outputs[0]["text"], "off-grid not computed"

@@ -1,4 +1,4 @@
-"""The slider figure: grid checks, the static Vega-Lite view and the live widget view."""
+"""The slider figure: knobs and grids, the static Vega-Lite view and the live widget view."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from flowlaws.interactive import (
+    Knob,
     LiveFigure,
     SliderGrid,
     SliderPoint,
@@ -16,29 +17,56 @@ from flowlaws.interactive import (
     static_html,
     vega_spec,
 )
+from flowlaws.progress import track
 
 
-def point(lr: float) -> SliderPoint:
+def point(lr: float, runs: int = 1) -> SliderPoint:
     x = np.linspace(0.0, 1.0, 5)
-    return SliderPoint(x=x, curves={"error": lr * (1 + x)}, marks=np.array([[0.5, lr]]),
-                       caption=f"lr = {lr:g}")
+    return SliderPoint(x=x, curves={"error": lr * runs * (1 + x)}, marks=np.array([[0.5, lr]]),
+                       caption=f"lr = {lr:g}, runs = {runs}")
 
 
-def grid(values=(0.01, 0.02, 0.04)) -> SliderGrid:
-    return compute_grid(point, values, parameter="lr", default=0.02, log_slider=True,
-                        progress=False)
+LR = dict(name="lr", values=(0.01, 0.02, 0.04), default=0.02, log=True)
+RUNS = dict(name="runs", values=(4, 8), default=8, integer=True)
+
+
+def grid(*knobs: dict) -> SliderGrid:
+    return compute_grid(point, [Knob(**k) for k in knobs or (LR,)], progress=False)
 
 
 def test_default_is_the_nearest_grid_value():
-    assert grid().default_index == 1
-    assert grid().index_of(0.035) == 2
+    lr = Knob("lr", (0.01, 0.02, 0.04), default=0.025, log=True)  # nearest in log
+    assert lr.default == 0.02 and lr.index_of(0.035) == 2
+    assert Knob("lr", (0.01, 0.02, 0.04)).default == 0.02, "no default: the middle value"
 
 
-@pytest.mark.parametrize("values", [(0.02, 0.01), (0.01,), (0.0, 0.1)])
-def test_bad_grids_are_refused(values):
+@pytest.mark.parametrize("kwargs", [
+    dict(values=(0.02, 0.01)), dict(values=(0.01,)), dict(values=(0.0, 0.1), log=True),
+    dict(values=(1, 2.5), integer=True), dict(name="x"), dict(name="batch size"),
+])
+def test_bad_knobs_are_refused(kwargs):
     with pytest.raises(ValueError):
-        SliderGrid("lr", np.array(values), [point(v) for v in values], default=0.01,
-                   log_slider=True)
+        Knob(**({"name": "lr", "values": (0.01, 0.02)} | kwargs))
+
+
+def test_a_grid_missing_a_combination_is_refused():
+    full = grid(LR, RUNS)
+    points = dict(full.points)
+    points.pop((0.04, 8.0))
+    with pytest.raises(ValueError, match="every combination"):
+        SliderGrid(full.knobs, points)
+
+
+def test_compute_grid_calls_every_combination_with_keywords_first_knob_slowest():
+    calls = []
+
+    def record(lr, runs):
+        calls.append((lr, runs))
+        return point(lr, runs)
+
+    compute_grid(record, [Knob(**LR), Knob(**RUNS)], progress=False)
+    assert calls == [(0.01, 4), (0.01, 8), (0.02, 4), (0.02, 8), (0.04, 4), (0.04, 8)]
+    assert all(isinstance(runs, int) for _, runs in calls), "integer knobs pass ints"
 
 
 def _rows(spec, key):
@@ -58,28 +86,33 @@ def _rows(spec, key):
     return found
 
 
-def test_vega_spec_binds_a_slider_and_carries_every_grid_point():
-    spec = vega_spec(grid())
-    (param,) = spec["params"]
-    assert param["bind"]["input"] == "range"
-    assert param["value"] == pytest.approx(np.log10(0.02), abs=1e-3)
+def test_vega_spec_binds_one_slider_per_knob_and_carries_every_grid_point():
+    spec = vega_spec(grid(LR, RUNS))
+    lr, runs = spec["params"]
+    assert lr["name"] == "slider_lr" and runs["name"] == "slider_runs"
+    assert lr["bind"]["input"] == runs["bind"]["input"] == "range"
+    assert lr["value"] == pytest.approx(np.log10(0.02), abs=1e-3) and runs["value"] == 8
     captions = sorted(r["caption"] for r in _rows(spec, "caption"))
-    assert captions == ["lr = 0.01", "lr = 0.02", "lr = 0.04"]
-    assert len(_rows(spec, "series")) == 3 * 5
+    assert len(captions) == 6 and "lr = 0.04, runs = 4" in captions
+    curves = _rows(spec, "series")
+    assert len(curves) == 6 and all(len(r["x"]) == len(r["y"]) == 5 for r in curves)
+    assert "lr = 0.04, runs = 4" in [r["setting"] for r in _rows(spec, "caption")]
+    text = json.dumps(spec)
+    assert "slider_lr" in text and "datum.runs - slider_runs" in text and '"flatten"' in text
 
 
 def test_log_axes_drop_points_they_cannot_place():
     g = grid()
-    g.points[0].curves["error"][0] = 0.0
+    g.points[(0.01,)].curves["error"][0] = 0.0
     g.log_y = True
-    assert len(_rows(vega_spec(g), "series")) == 3 * 5 - 1
+    assert sum(len(r["x"]) for r in _rows(vega_spec(g), "series")) == 3 * 5 - 1
 
 
 def test_static_html_is_marked_for_the_vega_bundle_and_holds_the_spec():
     html = static_html(grid())
     assert 'data-flowlaws-chart="vega"' in html
     spec_text = html.split('type="application/json"', 1)[1].split(">", 1)[1].split("</script>")[0]
-    assert json.loads(spec_text)["params"][0]["name"] == "slider"
+    assert json.loads(spec_text)["params"][0]["name"] == "slider_lr"
     assert "cdn" not in html.lower() and "src=" not in html, "the chart must load nothing itself"
 
 
@@ -88,6 +121,15 @@ def test_live_slider_redraws_from_the_grid():
     first = live.image.value
     live.slider.value = 0.04
     assert "lr = 0.04" in live.caption.value and live.image.value != first
+
+
+def test_every_live_slider_redraws_from_the_grid():
+    live = LiveFigure(grid(LR, RUNS))
+    assert len(live.sliders) == 2 and "runs = 8" in live.caption.value
+    live.sliders[1].value = 4.0
+    assert "lr = 0.02, runs = 4" in live.caption.value
+    live.sliders[0].value = 0.04
+    assert "lr = 0.04, runs = 4" in live.caption.value
 
 
 def test_live_slider_computes_new_points_and_skips_stale_requests():
@@ -107,15 +149,57 @@ def test_live_slider_computes_new_points_and_skips_stale_requests():
     assert "lr = 0.017" in live.caption.value
 
 
+def test_an_integer_knob_computes_off_grid_values_as_ints():
+    seen = []
+
+    def compute(lr, runs):
+        seen.append(runs)
+        return point(lr, runs)
+
+    live = LiveFigure(grid(LR, RUNS), compute=compute)
+    options = [v for _, v in live.sliders[1].options]
+    assert 4.0 in options and 8.0 in options and len(options) > 2
+    live.sliders[1].value = next(v for v in options if v not in (4.0, 8.0))
+    live.wait(10)
+    assert len(seen) == 1 and isinstance(seen[0], int) and f"runs = {seen[0]}" in live.caption.value
+
+
+def test_the_live_bar_shows_the_library_loops_progress():
+    seen_status = []
+
+    def compute(lr):
+        for _ in track(range(3), desc="steps", enabled=False):
+            seen_status.append(live.status.value)
+        return point(lr)
+
+    live = LiveFigure(grid(), compute=compute)
+    live.request(0.03)
+    live.wait(10)
+    assert any("steps 0/3" in s for s in seen_status), seen_status
+    assert live.bar.layout.visibility == "hidden" and "lr = 0.03" in live.caption.value
+
+
+def test_a_failing_compute_is_reported_and_the_figure_stays_usable():
+    def broken(lr):
+        raise RuntimeError("diverged")
+
+    live = LiveFigure(grid(), compute=broken)
+    live.request(0.03)
+    live.wait(10)
+    assert "failed" in live.status.value and "diverged" in live.status.value
+    live.request(0.04)
+    assert "lr = 0.04" in live.caption.value, "grid points still draw after an error"
+
+
 def test_an_uneven_grid_moves_over_its_index():
-    g = compute_grid(point, (0.05, 0.2, 0.5), parameter="lr", default=0.2, progress=False)
-    assert list(g.slider_positions()) == [0.0, 1.0, 2.0] and g.slider_step() == 1.0
-    assert "grid point" in g.slider_label()
+    knob = Knob("lr", (0.05, 0.2, 0.5), default=0.2)
+    assert list(knob.positions()) == [0.0, 1.0, 2.0] and knob.step() == 1.0
+    assert knob.slider_label() == "lr ", "the readout is hidden; the label is the knob's"
 
 
 def test_an_even_grid_lands_exactly_on_every_step():
-    g = compute_grid(point, (0.05, 0.2, 0.35), parameter="lr", default=0.2, progress=False)
-    positions, step = g.slider_positions(), g.slider_step()
+    g = grid(dict(name="lr", values=(0.05, 0.2, 0.35), default=0.2))
+    positions, step = g.knobs[0].positions(), g.knobs[0].step()
     assert step == 0.15 and positions[-1] == 0.35
     param = vega_spec(g)["params"][0]
     assert param["bind"]["min"] + 2 * param["bind"]["step"] == pytest.approx(param["bind"]["max"])
