@@ -230,10 +230,10 @@ def _rows(grid: SliderGrid) -> tuple[list[dict], list[dict], list[dict]]:
             keep = [(x, y) for x, y in zip(point.x, ys, strict=True) if _drawable(x, y, grid)]
             curves.append(at | {"series": label, "x": [_short(x) for x, _ in keep],
                                 "y": [_short(y) for _, y in keep]})
-        xy = np.asarray(point.marks, dtype=float).reshape(-1, 2)
-        if len(xy):
-            marks.append(at | {"x": [_short(x) for x in xy[:, 0]],
-                               "y": [_short(y) for y in xy[:, 1]]})
+        xy = [(x, y) for x, y in np.asarray(point.marks, dtype=float).reshape(-1, 2)
+              if _drawable(x, y, grid)]
+        if xy:
+            marks.append(at | {"x": [_short(x) for x, _ in xy], "y": [_short(y) for _, y in xy]})
         captions.append(at | {"setting": grid.describe(key),
                               "caption": "\n".join(textwrap.wrap(point.caption, 88))})
     return curves, marks, captions

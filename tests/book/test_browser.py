@@ -172,7 +172,19 @@ def _move_and_check(page, chart_id: str, spec: dict, before: tuple[str, str], mo
     assert setting == row["setting"], "the printed slider values do not match the sliders"
     if _curves_at(spec, positions) != _curves_at(spec, start):
         assert now[1] != before[1], f"the drawn curves did not change ({chart_id}: {now[0]})"
+    _check_drawn_counts(page, chart_id, spec, positions)
     return now
+
+
+def _check_drawn_counts(page, chart_id: str, spec: dict, positions: dict[str, float]) -> None:
+    """One drawn line per curve with points, one drawn symbol per marked point of the grid."""
+    curves = [c for c in _curves_at(spec, positions) if c[1]]
+    marks = _at(_rows_with(spec.get("datasets", {}).get("marks", []), "x"), positions,
+                _steps(spec))
+    lines = page.locator(f"#{chart_id} g.mark-line.role-mark path").count()
+    symbols = page.locator(f"#{chart_id} g.mark-symbol.role-mark path").count()
+    assert lines == len(curves), f"{lines} lines drawn, the grid has {len(curves)} curves here"
+    assert symbols == sum(len(m["x"]) for m in marks), "the marked points do not match the grid"
 
 
 def _exercise_slider(page, chart_id: str, spec: dict, slider, state: tuple) -> tuple:
