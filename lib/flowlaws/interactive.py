@@ -29,7 +29,7 @@ import json
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,7 +38,7 @@ from flowlaws.progress import report_to, track
 from flowlaws.sphinxext import chart_marker
 
 Key = tuple[float, ...]
-RESERVED_NAMES = ("x", "y", "series", "caption")
+RESERVED_NAMES = ("x", "y", "series", "setting", "caption")  # the fields of the chart's rows
 
 
 @dataclass
@@ -157,7 +157,7 @@ class SliderGrid:
     title: str = ""
 
     def __post_init__(self) -> None:
-        self.knobs = [self.knobs] if isinstance(self.knobs, Knob) else list(self.knobs)
+        self.knobs = _knob_list(self.knobs)
         names = [k.name for k in self.knobs]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"a grid needs one or more knobs with distinct names, got {names}")
@@ -176,10 +176,6 @@ class SliderGrid:
     def default_key(self) -> Key:
         return tuple(k.default for k in self.knobs)
 
-    def nearest_key(self, values: Mapping[str, float]) -> Key:
-        """The grid key nearest to ``values`` (``{knob name: value}``), knob by knob."""
-        return tuple(float(k.values[k.index_of(values[k.name])]) for k in self.knobs)
-
     def describe(self, key: Key) -> str:
         """``"lr = 0.1, B = 4"``: the knobs' labels and values."""
         return ", ".join(f"{k.label} = {v:.4g}" for k, v in zip(self.knobs, key, strict=True))
@@ -187,6 +183,10 @@ class SliderGrid:
     def arguments(self, key: Key) -> dict[str, float | int]:
         """The keyword arguments ``compute`` receives for ``key``."""
         return _arguments(self.knobs, key)
+
+
+def _knob_list(knobs: Knob | Sequence[Knob]) -> list[Knob]:
+    return [knobs] if isinstance(knobs, Knob) else list(knobs)
 
 
 def _keys(knobs: Sequence[Knob]) -> list[Key]:
@@ -207,7 +207,7 @@ def compute_grid(
     the first knob and slices it for the others (the number of runs, say) does each run once.
     ``grid_options`` go to :class:`SliderGrid`; a tqdm bar counts the points when ``progress``.
     """
-    knobs = [knobs] if isinstance(knobs, Knob) else list(knobs)
+    knobs = _knob_list(knobs)
     points = {key: compute(**_arguments(knobs, key))
               for key in track(_keys(knobs), desc="slider grid", enabled=progress)}
     return SliderGrid(knobs=knobs, points=points, **grid_options)

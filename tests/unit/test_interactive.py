@@ -42,7 +42,8 @@ def test_default_is_the_nearest_grid_value():
 
 @pytest.mark.parametrize("kwargs", [
     dict(values=(0.02, 0.01)), dict(values=(0.01,)), dict(values=(0.0, 0.1), log=True),
-    dict(values=(1, 2.5), integer=True), dict(name="x"), dict(name="batch size"),
+    dict(values=(1, 2.5), integer=True), dict(name="x"), dict(name="setting"),
+    dict(name="batch size"),
 ])
 def test_bad_knobs_are_refused(kwargs):
     with pytest.raises(ValueError):
