@@ -35,9 +35,9 @@ $(VENDOR): tools/vendor_assets.py requirements/pins.txt | $(STAMP)
 env: $(STAMP) $(VENDOR)
 
 # The execution cache knows the notebooks, not the library: when flowlaws changes, every
-# notebook is executed again (the fingerprint is a hash of lib/flowlaws/*.py).
+# notebook is executed again (the fingerprint hashes every .py under lib/flowlaws, recursively).
 book: env
-	@fingerprint=$$($(PY) -c "from flowlaws.cache import library_fingerprint; print(library_fingerprint())"); \
+	@fingerprint=$$($(PY) -c "from flowlaws.book.cache import library_fingerprint; print(library_fingerprint())"); \
 	if [ "$$(cat _build/.library-fingerprint 2>/dev/null)" != "$$fingerprint" ]; then \
 	  rm -rf _build/.jupyter_cache _build/.doctrees; mkdir -p _build; echo "$$fingerprint" > _build/.library-fingerprint; \
 	  echo "flowlaws changed since the last build: executing every notebook"; fi

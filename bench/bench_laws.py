@@ -2,7 +2,7 @@
 
 The fast count evaluates each level's brackets in one ``vmap``; the reference is the same
 algorithm (same random fields, same results) with a Python loop over single brackets and
-single Jacobian rows: ``flowlaws.laws.count(..., batched=False)``. Targets (issue 3): two- to
+single Jacobian rows: ``flowlaws.conservation.lie_count.count(..., batched=False)``. Targets (issue 3): two- to
 four-layer linear and ReLU networks of widths 2–5 under 1 s each, RoPE attention with 256
 parameters under 30 s. The reference SageMath code of Marcotte et al. (2023) takes 41 s and
 136 s per architecture on 64 threads.
@@ -15,8 +15,8 @@ import time
 import torch
 
 from bench import best_time, report
-from flowlaws import laws
-from flowlaws.models import Deep, MultiHeadAttention
+from flowlaws.common.models import Deep, MultiHeadAttention
+from flowlaws.conservation import laws, lie_count
 
 
 def _activity(model: Deep, X: torch.Tensor) -> torch.Tensor:
@@ -45,10 +45,10 @@ def nondegenerate(n_in: int, widths: list[int], n_out: int, activation: str, X: 
 
 
 def _one(name: str, model: torch.nn.Module, X: torch.Tensor, target_s: float) -> None:
-    found = laws.count(model, X)
-    fast = best_time(lambda: laws.count(model, X), repeat=2)
+    found = lie_count.count(model, X)
+    fast = best_time(lambda: lie_count.count(model, X), repeat=2)
     start = time.perf_counter()
-    slow_found = laws.count(model, X, batched=False)
+    slow_found = lie_count.count(model, X, batched=False)
     slow = time.perf_counter() - start
     same = "same result" if slow_found.dims == found.dims else "RESULTS DIFFER"
     verdict = "ok" if fast < target_s else "MISSED"
@@ -58,7 +58,7 @@ def _one(name: str, model: torch.nn.Module, X: torch.Tensor, target_s: float) ->
 
 def main() -> None:
     torch.manual_seed(0)
-    laws.count(Deep(2, [2], 2, "linear").double(), torch.randn(4, 2, dtype=torch.float64))
+    lie_count.count(Deep(2, [2], 2, "linear").double(), torch.randn(4, 2, dtype=torch.float64))
     for activation in ("linear", "relu"):
         for layers in (2, 3, 4):
             for width in (2, 3, 4, 5):

@@ -10,17 +10,17 @@ import numpy as np
 import torch
 
 from bench import best_time, report
-from flowlaws import dsi, sde
+from flowlaws.percolation import ensemble, sde, surrogates
 
 N_RUNS, N_STEPS = 1000, 20
 
 
 def _sde_problem() -> tuple:
-    shape = sde.TwoLayerShape(n_in=4, width=8, n_out=1, activation="tanh")
+    shape = ensemble.TwoLayerShape(n_in=4, width=8, n_out=1, activation="tanh")
     g = torch.Generator().manual_seed(0)
     X = torch.randn(32, 4, generator=g)
     Y = torch.sin(X[:, :1])
-    theta0 = sde.ensemble_init(shape, N_RUNS, seed=1, dtype=torch.float32)
+    theta0 = ensemble.ensemble_init(shape, N_RUNS, seed=1, dtype=torch.float32)
     return shape, X, Y, theta0
 
 
@@ -45,11 +45,11 @@ def bench_surrogates() -> None:
     x = np.random.default_rng(0).standard_normal(4096).cumsum()
 
     def vectorised() -> None:
-        dsi.phase_randomized_surrogates(x, 1000, seed=0)
+        surrogates.phase_randomized_surrogates(x, 1000, seed=0)
 
     def loop() -> None:
         for s in range(1000):
-            dsi.phase_randomized_surrogates(x, 1, seed=s)
+            surrogates.phase_randomized_surrogates(x, 1, seed=s)
 
     fast = best_time(vectorised)
     report("1000 surrogates of 4096 points (vectorised vs loop)", fast, best_time(loop),

@@ -1,18 +1,113 @@
-"""flowlaws: the library of the book *flowlaws*.
+"""flowlaws: the library of the book *flowlaws*, laid out like the book.
 
-One module per idea, in the order of the book:
+Every module in one line, with the chapters that use it (``I.n`` is Part I chapter n,
+``II.n`` Part II chapter n). ``tests/unit/test_layout.py`` fails when a module is missing here.
 
-- :mod:`flowlaws.models`   the architectures (two-layer nets, SwiGLU, attention, MoE)
-- :mod:`flowlaws.laws`     their conservation laws and the Lie-algebra count of all laws
-- :mod:`flowlaws.flow`     gradient flow and discrete optimisers that record invariants
-- :mod:`flowlaws.runtime`  device choice and reproducible seeds
-- :mod:`flowlaws.viz`      the book's figure style
+``flowlaws.common``: shared by both parts (imports neither part)
 
-Weight-shape convention, used everywhere: PyTorch's ``out x in``. A linear layer
-``y = W x`` stores ``W`` with shape ``(n_out, n_in)``.
+- :mod:`flowlaws.common.models`
+  the models as ``nn.Module`` s: two-layer, deep, SwiGLU, attention, MoE (I.1–I.6, II.1)
+- :mod:`flowlaws.common.optim`
+  the update rules of SGD, heavy ball, Adam, AdamW, written once (I.5, II.6, II.7)
+- :mod:`flowlaws.common.fits`
+  power-law fits with standard errors (I.5, I.6, II.4)
+- :mod:`flowlaws.common.checks`
+  argument checks that name the argument (everywhere)
+
+``flowlaws.conservation``: Part I, conservation laws of gradient flow
+
+- :mod:`flowlaws.conservation.laws`
+  the seed's laws per architecture, orthogonality, drift (I.1–I.4, I.6)
+- :mod:`flowlaws.conservation.lie_count`
+  the Lie-algebra count of all laws, certified or not (I.1–I.3)
+- :mod:`flowlaws.conservation.count_tables`
+  counts against closed forms, one row per model (I.2, I.3)
+- :mod:`flowlaws.conservation.moe`
+  the seed's MoE laws against the count, gate by gate (I.4)
+- :mod:`flowlaws.conservation.flow`
+  gradient flow, losses, conservation errors (I.1, I.2, I.4, I.5)
+- :mod:`flowlaws.conservation.training`
+  discrete optimisers that record the laws (I.1, I.5, I.6)
+- :mod:`flowlaws.conservation.discrete`
+  the exact one-step change and the step-size sweeps (I.5)
+- :mod:`flowlaws.conservation.real_data`
+  laws in a language model and an image classifier (I.6)
+- :mod:`flowlaws.conservation.figures`
+  Part I's figures (I.1–I.5)
+
+``flowlaws.percolation``: Part II, percolation dynamics of SGD
+
+- :mod:`flowlaws.percolation.ensemble`
+  a batched ensemble of two-layer networks (II.1–II.9)
+- :mod:`flowlaws.percolation.ensemble_loop`
+  the one loop that advances an ensemble, divergence included (II.1–II.9)
+- :mod:`flowlaws.percolation.sde`
+  Euler–Maruyama, SGD as an SDE, plain ensemble SGD (II.1–II.5, II.9)
+- :mod:`flowlaws.percolation.quartic`
+  the quartic well: noise makes an invariant set attractive (II.1, II.2)
+- :mod:`flowlaws.percolation.sgd_ensembles`
+  teacher data, planted pairs, lr sweeps, the SGD order parameter (II.1–II.5)
+- :mod:`flowlaws.percolation.clusters`
+  invariant sets, merged groups and the order parameter C_max (II.2–II.9)
+- :mod:`flowlaws.percolation.reeb`
+  Reeb graphs of merges and splits (II.3, II.9)
+- :mod:`flowlaws.percolation.merge_processes`
+  block merges against Erdős–Rényi growth (II.4)
+- :mod:`flowlaws.percolation.dsi`
+  relative variance, peaks, λ and the cascade detector (II.5–II.8)
+- :mod:`flowlaws.percolation.surrogates`
+  the phase-randomized null model and its test (II.5–II.8)
+- :mod:`flowlaws.percolation.lppl`
+  a log-periodic power-law fit (II.5)
+- :mod:`flowlaws.percolation.cascade_models`
+  a planted cascade and the kinematic ring model (II.5)
+- :mod:`flowlaws.percolation.adaptive`
+  Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
+- :mod:`flowlaws.percolation.grokking`
+  an ensemble of one-layer Transformers on modular addition (II.7)
+- :mod:`flowlaws.percolation.fragmentation`
+  merged neurons that split after a task switch (II.9)
+
+``flowlaws.data``: data that ships, and readers for files you give
+
+- :mod:`flowlaws.data.text`
+  Shakespeare, WikiText, Penn Treebank (I.6)
+- :mod:`flowlaws.data.images`
+  digits, CIFAR-10, MNIST / Fashion-MNIST, image folders (I.6, II.8)
+- :mod:`flowlaws.data.tabular`
+  CSV tables: the UCI Heart Disease data that ships (II.8)
+- :mod:`flowlaws.data.files`
+  checked paths that name a missing file (I.6, II.8)
+
+``flowlaws.book``: the book's plumbing (imports nothing scientific from flowlaws)
+
+- :mod:`flowlaws.book.runtime`
+  device choice, seeds, one torch thread (every chapter)
+- :mod:`flowlaws.book.progress`
+  progress bars, or reports to a live figure (every long loop)
+- :mod:`flowlaws.book.cache`
+  compute or load: results cached on disk, written atomically (II.1–II.9)
+- :mod:`flowlaws.book.style`
+  the book's matplotlib style (every chapter)
+- :mod:`flowlaws.book.tables`
+  the one table helper (I.2–I.5, II.5)
+- :mod:`flowlaws.book.interactive`
+  slider figures: the one call a chapter makes (I.1, I.5, II.2, II.5)
+- :mod:`flowlaws.book.sliders`
+  knobs, points and the precomputed grid of a slider figure
+- :mod:`flowlaws.book.vega`
+  the static Vega-Lite view of a slider figure
+- :mod:`flowlaws.book.live`
+  the live ipywidgets view of a slider figure
+- :mod:`flowlaws.book.sphinxext`
+  a Sphinx extension that loads chart libraries where needed
+
+Conventions (``CONTRIBUTING.md``): weight shapes follow PyTorch's ``out x in`` everywhere (a
+linear layer ``y = W x`` stores ``W`` with shape ``(n_out, n_in)``); ensembles carry a leading
+``n_runs`` dimension; a diverged run is NaN, never a number.
 """
 
-from flowlaws.runtime import pick_device, seed_everything
+from flowlaws.book.runtime import pick_device, seed_everything
 
 __version__ = "0.1.0"
 __all__ = ["pick_device", "seed_everything", "__version__"]

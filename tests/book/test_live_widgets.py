@@ -10,8 +10,8 @@ pytestmark = pytest.mark.book
 
 SETUP = """
 import numpy as np
-from flowlaws.interactive import Knob, SliderPoint, compute_grid, interactive_figure
-from flowlaws.progress import track
+from flowlaws.book.interactive import compute_grid, interactive_figure, Knob, SliderPoint
+from flowlaws.book.progress import track
 
 def point(lr, runs):
     for _ in track(range(3), desc="steps", enabled=False):

@@ -1,0 +1,63 @@
+"""One figure, two views: live ipywidgets sliders in a kernel, Vega-Lite sliders in the book.
+
+:func:`interactive_figure` is the one call a chapter makes. Its result displays as a live
+widget in JupyterLab and Colab (:mod:`flowlaws.book.live`) and as a Vega-Lite chart in the
+static HTML book (:mod:`flowlaws.book.vega`). Both views draw the same numbers from the same
+grid (:mod:`flowlaws.book.sliders`), so they cannot disagree. The book's build keeps the HTML
+view (``nb_mime_priority_overrides`` in ``_config.yml``).
+
+Explained in: book/02_percolation/05_dsi.ipynb.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from flowlaws.book.live import LiveFigure
+from flowlaws.book.sliders import Knob, SliderGrid, SliderPoint, compute_grid
+from flowlaws.book.vega import static_html
+
+# Knob, SliderPoint, SliderGrid and compute_grid are re-exported: a chapter imports one module.
+__all__ = [
+    "Knob",
+    "SliderPoint",
+    "SliderGrid",
+    "compute_grid",
+    "InteractiveFigure",
+    "interactive_figure",
+]
+
+
+class InteractiveFigure:
+    """Displays as the live widget where a front end can show one, else as the static chart."""
+
+    def __init__(self, grid: SliderGrid, compute: Callable[..., SliderPoint] | None = None):
+        self.grid = grid
+        self.html = static_html(grid)
+        self.live = LiveFigure(grid, compute) if _in_kernel() else None
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        bundle = {"text/html": self.html, "text/plain": f"<interactive figure: {self.grid.title}>"}
+        if self.live is not None:
+            view = "application/vnd.jupyter.widget-view+json"
+            bundle[view] = self.live.widget._repr_mimebundle_()[view]
+        return bundle
+
+
+def interactive_figure(
+    grid: SliderGrid, compute: Callable[..., SliderPoint] | None = None
+) -> InteractiveFigure:
+    """The chapter's one-line figure: live in a kernel, a static chart in the HTML book.
+
+    ``compute`` takes the knobs' values as keyword arguments; without it the live sliders
+    move over the grid only.
+    """
+    return InteractiveFigure(grid, compute)
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None

@@ -1,0 +1,206 @@
+"""Slider figures, part 1: the knobs, the points they show, and the precomputed grid.
+
+A chapter names its sliders (:class:`Knob`: the learning rate, the batch size, the number of
+runs ...), computes a :class:`SliderGrid` over every combination of their grid values with
+:func:`compute_grid` (a :class:`SliderPoint` each: curves, marked points, a caption) and hands
+it to :func:`flowlaws.book.interactive.interactive_figure`. The two views that draw a grid
+live in :mod:`flowlaws.book.vega` (the static book) and :mod:`flowlaws.book.live` (a kernel).
+
+Explained in: book/02_percolation/05_dsi.ipynb.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flowlaws.book.progress import track
+
+__all__ = [
+    "Key",
+    "RESERVED_NAMES",
+    "SliderPoint",
+    "Knob",
+    "SliderGrid",
+    "compute_grid",
+]
+
+
+Key = tuple[float, ...]
+
+
+RESERVED_NAMES = ("x", "y", "series", "setting", "caption")  # the fields of the chart's rows
+
+
+@dataclass
+class SliderPoint:
+    """What the figure shows at one position of the sliders.
+
+    Attributes:
+        x: ``(P,)`` abscissae shared by the curves.
+        curves: label → ``(P,)`` ordinates.
+        marks: ``(K, 2)`` points ``(x, y)`` to mark (detected peaks, say); may be empty.
+        caption: one line printed with the figure (``"λ = 2.1 ± 0.3"``).
+    """
+
+    x: np.ndarray
+    curves: dict[str, np.ndarray]
+    marks: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    caption: str = ""
+
+
+@dataclass
+class Knob:
+    """One slider: the keyword it passes to the compute function and its grid of values.
+
+    Attributes:
+        name: a Python identifier, the keyword argument of ``compute`` (``"lr"``).
+        values: ``(S,)`` increasing grid values, at least 2.
+        default: the position discussed in the text (snapped to the nearest grid value;
+            ``None``: the middle one).
+        log: the slider moves evenly in ``log10`` of the value.
+        integer: the values are whole numbers (batch size, number of runs); ``compute``
+            receives an ``int``.
+        label: shown beside the slider (default: ``name``).
+    """
+
+    name: str
+    values: Sequence[float]
+    default: float | None = None
+    log: bool = False
+    integer: bool = False
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or self.name in RESERVED_NAMES:
+            raise ValueError(f"knob name must be an identifier other than {RESERVED_NAMES}, "
+                             f"got {self.name!r}")
+        self.values = np.asarray(self.values, dtype=float)
+        if self.values.ndim != 1 or len(self.values) < 2:
+            raise ValueError(f"knob {self.name!r} needs at least 2 values, got {self.values}")
+        if np.any(np.diff(self.values) <= 0):
+            raise ValueError(f"the values of knob {self.name!r} must increase: {self.values}")
+        if self.log and np.any(self.values <= 0):
+            raise ValueError(f"log knob {self.name!r} needs positive values: {self.values}")
+        if self.integer and np.any(self.values != np.round(self.values)):
+            raise ValueError(f"integer knob {self.name!r} has fractional values: {self.values}")
+        self.label = self.label or self.name
+        middle = self.values[len(self.values) // 2]
+        self.default = float(self.values[self.index_of(middle if self.default is None
+                                                       else self.default)])
+
+    def index_of(self, value: float) -> int:
+        """Index of the grid value nearest to ``value`` (in log space for a log knob)."""
+        return int(np.argmin(np.abs(self._axis() - (np.log10(value) if self.log else value))))
+
+    def cast(self, value: float) -> float | int:
+        """``value`` as ``compute`` receives it: an ``int`` for an integer knob."""
+        return int(round(value)) if self.integer else float(value)
+
+    def _axis(self) -> np.ndarray:
+        return np.log10(self.values) if self.log else self.values
+
+    def _evenly_spaced(self) -> bool:
+        steps = np.diff(self._axis())
+        return bool(np.allclose(steps, steps.mean(), rtol=1e-3, atol=0))
+
+    def positions(self) -> np.ndarray:
+        """``(S,)`` positions of the static slider, equally spaced by :meth:`step`.
+
+        A grid evenly spaced in its values (or in ``log10`` of them for a log knob) moves over
+        those numbers, rounded to 6 significant digits so that the browser's range input can
+        land on every one of them; any other grid moves over the grid index ``0 … S−1``.
+        """
+        if not self._evenly_spaced():
+            return np.arange(len(self.values), dtype=float)
+        return np.round(self._axis()[0] + self.step() * np.arange(len(self.values)), 9)
+
+    def step(self) -> float:
+        """The spacing of :meth:`positions`."""
+        return float(f"{np.diff(self._axis()).mean():.6g}") if self._evenly_spaced() else 1.0
+
+    def slider_label(self) -> str:
+        """The static slider's label. Its own readout (a log or a grid index) is hidden: the
+        chart prints the knobs' values above the caption instead."""
+        return f"{self.label} "
+
+    def live_values(self) -> np.ndarray:
+        """The values an integer knob's live slider offers: the grid and about 3 between."""
+        lo, hi, n = self.values[0], self.values[-1], 4 * (len(self.values) - 1) + 1
+        between = np.geomspace(lo, hi, n) if self.log else np.linspace(lo, hi, n)
+        return np.unique(np.r_[self.values, np.round(between)])
+
+
+@dataclass
+class SliderGrid:
+    """Precomputed :class:`SliderPoint` s at every combination of the knobs' grid values.
+
+    ``points`` maps a key, the tuple of the knobs' values in the order of ``knobs``, to its
+    point; every combination must be there.
+    """
+
+    knobs: list[Knob]
+    points: dict[Key, SliderPoint]
+    x_label: str = "x"
+    y_label: str = "y"
+    log_x: bool = False
+    log_y: bool = False
+    title: str = ""
+
+    def __post_init__(self) -> None:
+        self.knobs = _knob_list(self.knobs)
+        names = [k.name for k in self.knobs]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"a grid needs one or more knobs with distinct names, got {names}")
+        expected = set(self.keys())
+        self.points = {tuple(map(float, key)): p for key, p in self.points.items()}
+        if set(self.points) != expected:
+            missing = sorted(expected - set(self.points))[:3]
+            raise ValueError(f"the grid must hold every combination of {names}; missing "
+                             f"{missing}, extra {sorted(set(self.points) - expected)[:3]}")
+
+    def keys(self) -> list[Key]:
+        """Every combination of the knobs' values, the first knob varying slowest."""
+        return _keys(self.knobs)
+
+    @property
+    def default_key(self) -> Key:
+        return tuple(k.default for k in self.knobs)
+
+    def describe(self, key: Key) -> str:
+        """``"lr = 0.1, B = 4"``: the knobs' labels and values."""
+        return ", ".join(f"{k.label} = {v:.4g}" for k, v in zip(self.knobs, key, strict=True))
+
+    def arguments(self, key: Key) -> dict[str, float | int]:
+        """The keyword arguments ``compute`` receives for ``key``."""
+        return _arguments(self.knobs, key)
+
+
+def _knob_list(knobs: Knob | Sequence[Knob]) -> list[Knob]:
+    return [knobs] if isinstance(knobs, Knob) else list(knobs)
+
+
+def _keys(knobs: Sequence[Knob]) -> list[Key]:
+    return [tuple(map(float, key)) for key in itertools.product(*(k.values for k in knobs))]
+
+
+def _arguments(knobs: Sequence[Knob], key: Key) -> dict[str, float | int]:
+    return {k.name: k.cast(v) for k, v in zip(knobs, key, strict=True)}
+
+
+def compute_grid(
+    compute: Callable[..., SliderPoint], knobs: Knob | Sequence[Knob], *, progress: bool = True,
+    **grid_options,
+) -> SliderGrid:
+    """Call ``compute(**{knob.name: value, ...})`` at every combination of the knobs' values.
+
+    The first knob varies slowest, so a ``compute`` that caches one expensive run per value of
+    the first knob and slices it for the others (the number of runs, say) does each run once.
+    ``grid_options`` go to :class:`SliderGrid`; a tqdm bar counts the points when ``progress``.
+    """
+    knobs = _knob_list(knobs)
+    points = {key: compute(**_arguments(knobs, key))
+              for key in track(_keys(knobs), desc="slider grid", enabled=progress)}
+    return SliderGrid(knobs=knobs, points=points, **grid_options)

@@ -1,0 +1,75 @@
+"""Law counts against their closed forms, one row per model.
+
+Explained in: book/01_conservation/02_feedforward.ipynb and 03_attention.ipynb.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from torch import Tensor, nn
+
+from flowlaws.book.progress import track
+from flowlaws.common.models import MultiHeadAttention, SwiGLU, TwoLayer
+from flowlaws.conservation.lie_count import count
+
+__all__ = [
+    "COLUMNS",
+    "closed_form",
+    "count_table",
+]
+
+
+COLUMNS = ("model", "sizes", "D", "jacobian rank", "lie dim", "laws", "closed form", "certified")
+"""The columns of a count table, in the order the chapters show them."""
+
+
+def closed_form(model: nn.Module) -> int:
+    """The number of independent conservation laws the book's theorems predict for ``model``.
+
+    - ``TwoLayer`` ReLU: ``width`` (one rescaling law per hidden unit); GELU, SiLU, tanh: 0.
+    - ``SwiGLU``: ``width`` (one law ``‖A[i,:]‖² − ‖C[:,i]‖²`` per hidden unit).
+    - ``MultiHeadAttention`` (no PE or sinusoidal): ``heads · (d_k(d_k+1)/2 + d_v(d_v+1)/2)``;
+      RoPE: ``heads · (d_k/2 + d_v(d_v+1)/2)``. These assume ``d_k, d_v ≤ d_model`` and at
+      least two tokens (with one token the softmax is constant and more laws appear).
+
+    A ``ValueError`` for any other model (the linear network's count is not a single formula).
+
+    Explained in: book/01_conservation/02_feedforward.ipynb, book/01_conservation/03_attention.ipynb
+    """
+    if isinstance(model, TwoLayer) and model.activation in ("relu", "gelu", "silu", "tanh"):
+        return model.V.out_features if model.activation == "relu" else 0
+    if isinstance(model, SwiGLU):
+        return model.A.out_features
+    if isinstance(model, MultiHeadAttention):
+        qk = model.d_k // 2 if model.pe == "rope" else model.d_k * (model.d_k + 1) // 2
+        return model.heads * (qk + model.d_v * (model.d_v + 1) // 2)
+    raise ValueError(f"no closed form for {type(model).__name__} "
+                     f"{getattr(model, 'activation', '')}".rstrip())
+
+
+def count_table(
+    cases: Sequence[tuple[str, str, nn.Module, Tensor]], seed: int = 0, progress: bool = True
+) -> list[dict[str, object]]:
+    """One row per ``(name, sizes, model, inputs)``: the count, its closed form, and the time.
+
+    Each row has ``model`` and ``sizes`` (the labels given), ``D``, ``jacobian rank``,
+    ``lie dim``, ``laws`` (:func:`count` with ``seed``), ``closed form``
+    (:func:`closed_form`), ``agrees`` (the two equal), ``certified``, ``seconds`` and
+    ``count`` (the :class:`~flowlaws.conservation.lie_count.LawCount` itself).
+    Nothing is adjusted to agree.
+
+    Explained in: book/01_conservation/02_feedforward.ipynb
+    """
+    rows = []
+    for name, sizes, model, inputs in track(cases, desc="counting", enabled=progress):
+        start = time.perf_counter()
+        found = count(model, inputs, seed=seed)
+        expected = closed_form(model)
+        rows.append({
+            "model": name, "sizes": sizes, "D": found.n_params,
+            "jacobian rank": found.jacobian_rank, "lie dim": found.lie_dim,
+            "laws": found.n_laws, "closed form": expected, "agrees": found.n_laws == expected,
+            "certified": found.certified, "seconds": time.perf_counter() - start, "count": found,
+        })
+    return rows

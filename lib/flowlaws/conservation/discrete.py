@@ -1,0 +1,178 @@
+"""How discrete steps break a conservation law: the exact one-step change, and sweeps.
+
+For a quadratic law ``h`` conserved by gradient flow, one GD or SGD step of size ``τ`` changes
+``h`` by exactly ``τ² h(g_k)`` (:func:`one_step_change_quadratic`), so
+
+    ``h(θ_k) − h(θ_0) = τ² Σ_{j<k} h(g_j) ≈ τ ∫_0^{τk} h(g(s)) ds``.
+
+Two regimes follow, and the sweeps below measure both:
+
+- **early training**, ``t = τk`` much shorter than the time the loss takes to fall
+  appreciably: ``g_j ≈ g_0``, the error is ``≈ τ² k ‖h(g_0)‖``, exponent 2 in ``τ`` at fixed
+  ``k`` and 1 in ``k`` at fixed ``τ``: the seed's ``O(τ² k)`` bound, attained;
+- **at fixed time** ``t`` (any ``t``, converged or not) the error is ``≈ τ ‖∫_0^t h(g)‖``:
+  exponent 1 in ``τ``. Once the run has converged the increments ``τ² h(g_j)`` vanish and the
+  error stops growing with ``k``: ``O(τ² k)`` is then a loose bound, not the law.
+
+Explained in: book/01_conservation/05_discrete_steps.ipynb.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from flowlaws.common.fits import PowerLawFit, fit_power_law
+from flowlaws.conservation.flow import LossFn, Params, conservation_error
+from flowlaws.conservation.training import train
+
+__all__ = [
+    "Law",
+    "errors_at_fixed_steps",
+    "errors_along_run",
+    "errors_at_fixed_time",
+    "Sweep",
+    "discretisation_exponents",
+    "one_step_change_quadratic",
+    "one_step_change_two_layer",
+]
+
+
+Law = Callable[[Params], torch.Tensor]
+
+
+def _final_error(loss_fn: LossFn, params0: Params, law: Law, lr: float, n_steps: int,
+                 relative: bool, **train_kwargs) -> float:
+    run = train(loss_fn, params0, lr=lr, n_steps=n_steps, record_every=n_steps,
+                laws=lambda p: {"h": law(p)}, **train_kwargs)
+    return float(conservation_error(run, "h", relative=relative)[-1])
+
+
+def errors_at_fixed_steps(
+    loss_fn: LossFn, params0: Params, law: Law, lrs: np.ndarray, n_steps: int,
+    *, relative: bool = False, **train_kwargs,
+) -> np.ndarray:
+    """``‖h(θ_k) − h(θ_0)‖_F`` after ``k = n_steps`` steps, one run per step size in ``lrs``.
+
+    ``train_kwargs`` go to :func:`train` (``optimizer``, ``batch_size``, ...).
+    Returns shape ``(len(lrs),)``; ``relative=True`` divides by ``‖θ_0‖²``.
+    """
+    return np.array([_final_error(loss_fn, params0, law, float(lr), n_steps, relative,
+                                  **train_kwargs) for lr in lrs])
+
+
+def errors_along_run(
+    loss_fn: LossFn, params0: Params, law: Law, lr: float, n_steps: int,
+    *, n_points: int = 12, relative: bool = False, **train_kwargs,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The error after ``k`` steps of one run at fixed ``lr``, at ``n_points`` log-spaced ``k``.
+
+    Returns ``(ks, errors)``, both ``(m,)`` with ``m ≤ n_points`` distinct ``k`` in
+    ``[1, n_steps]``; the run records the law (not the parameters) at every step.
+    """
+    run = train(loss_fn, params0, lr=lr, n_steps=n_steps, laws=lambda p: {"h": law(p)},
+                **train_kwargs)
+    ks = np.unique(np.geomspace(1, n_steps, n_points).round().astype(int))
+    return ks, conservation_error(run, "h", relative=relative)[ks]
+
+
+def errors_at_fixed_time(
+    loss_fn: LossFn, params0: Params, law: Law, lrs: np.ndarray, t: float,
+    *, relative: bool = False, **train_kwargs,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The error at the same time ``t = τk`` for every step size: ``k = round(t/τ)`` steps.
+
+    Each ``τ`` is adjusted to ``t/k`` so that every run ends exactly at ``t``.
+    Returns ``(lrs_used, errors)``, both ``(len(lrs),)``.
+    """
+    steps = np.maximum(1, np.round(t / np.asarray(lrs, dtype=float))).astype(int)
+    used = t / steps
+    errors = [_final_error(loss_fn, params0, law, float(lr), int(k), relative, **train_kwargs)
+              for lr, k in zip(used, steps, strict=True)]
+    return used, np.array(errors)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One measured scaling: ``errors`` against ``x``, its fit and the predicted exponent."""
+
+    x: np.ndarray
+    errors: np.ndarray
+    fit: PowerLawFit
+    reference: float
+
+
+def discretisation_exponents(
+    loss_fn: LossFn, params0: Params, law: Law, *,
+    lrs: np.ndarray, n_steps: int, lr: float, k_max: int, t: float, **train_kwargs,
+) -> dict[str, Sweep]:
+    """The three sweeps of the chapter, each fitted: τ at fixed ``k``, ``k`` at fixed τ, τ at t.
+
+    Keys: ``"lr at fixed k"`` (``k = n_steps``, reference exponent 2), ``"k at fixed lr"``
+    (``k ≤ k_max``, reference 1), ``"lr at fixed t"`` (reference 1). The first two predict
+    the seed's ``O(τ² k)`` only in early training: choose ``τ k`` well below the time the
+    loss takes to fall (see the module docstring).
+    """
+    by_lr = errors_at_fixed_steps(loss_fn, params0, law, lrs, n_steps, **train_kwargs)
+    ks, by_k = errors_along_run(loss_fn, params0, law, lr, k_max, **train_kwargs)
+    lrs_t, by_t = errors_at_fixed_time(loss_fn, params0, law, lrs, t, **train_kwargs)
+    return {
+        "lr at fixed k": Sweep(np.asarray(lrs, dtype=float), by_lr, fit_power_law(lrs, by_lr), 2.0),
+        "k at fixed lr": Sweep(ks.astype(float), by_k, fit_power_law(ks, by_k), 1.0),
+        "lr at fixed t": Sweep(lrs_t, by_t, fit_power_law(lrs_t, by_t), 1.0),
+    }
+
+
+def one_step_change_quadratic(
+    law: Callable[[Params], torch.Tensor],
+    grads: Params,
+    lr: float,
+    *,
+    params: Params | None = None,
+    weight_decay: float = 0.0,
+) -> torch.Tensor:
+    """The exact change ``h(θ_1) − h(θ_0)`` of a quadratic law in one GD or SGD step.
+
+    Let ``h(θ) = B(θ, θ)`` with ``B`` symmetric bilinear (``UᵀU − VVᵀ``, ``QᵢᵀQᵢ − KᵢᵀKᵢ``,
+    ``‖A_i‖² − ‖C_i‖²`` ...). That ``h`` is conserved by the flow for every data set means
+    ``B(θ, g) = 0`` for the gradient ``g`` of the loss (of any batch). Then the step
+    ``θ_1 = θ_0 − τ g`` gives, with no remainder,
+
+        ``h(θ_1) = h(θ_0) − 2τ B(θ_0, g) + τ² B(g, g) = h(θ_0) + τ² h(g)``,
+
+    so each step moves the law by exactly ``τ² h(g_k)`` and ``h(θ_k) − h(θ_0) = τ² Σ_j h(g_j)``.
+    With L2 weight decay ``θ_1 = (1 − τλ)θ_0 − τg`` and the change is
+    ``((1 − τλ)² − 1) h(θ_0) + τ² h(g)``, first order in ``τ``: decay does not conserve ``h``.
+
+    Args:
+        law: ``θ -> h(θ)``, applied to the gradient dict as if it were parameters.
+        grads: ``∇L(θ_0)`` with the same keys as the parameters (without the decay term).
+        params: ``θ_0``, needed only when ``weight_decay`` is not zero.
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb.
+    """
+    change = lr**2 * law(grads)
+    if weight_decay:
+        if params is None:
+            raise ValueError("weight_decay needs params, the point θ_0 the step starts from")
+        change = change + ((1 - lr * weight_decay) ** 2 - 1) * law(params)
+    return change
+
+
+def one_step_change_two_layer(
+    grads: Params, lr: float, *, u: str = "U.weight", v: str = "V.weight"
+) -> torch.Tensor:
+    """``τ² (G_Uᵀ G_U − G_V G_Vᵀ)``, the exact one-step change of ``UᵀU − VVᵀ`` for ``f = U V x``.
+
+    Shapes (PyTorch's ``out x in``): ``G_U`` is ``(n_out, width)``, ``G_V`` is
+    ``(width, n_in)``; the result is ``(width, width)``. Holds for any loss of the product
+    ``UV`` (linear :class:`~flowlaws.common.models.TwoLayer` without biases), full or mini-batch,
+    because ``G_U = E Vᵀ`` and ``G_V = Uᵀ E`` with ``E = ∂L/∂(UV)`` make the first-order
+    terms ``UᵀG_U + G_UᵀU`` and ``G_V Vᵀ + V G_Vᵀ`` equal.
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb.
+    """
+    G_U, G_V = grads[u], grads[v]
+    return lr**2 * (G_U.T @ G_U - G_V @ G_V.T)

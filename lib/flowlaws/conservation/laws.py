@@ -1,0 +1,289 @@
+"""The seed's conservation laws, one function per architecture, and how to check them.
+
+:func:`invariants` evaluates the claimed laws of a model (balancedness of linear and ReLU
+layers, one law per SwiGLU unit, ``QᵢᵀQᵢ − KᵢᵀKᵢ`` and ``VᵢᵀVᵢ − OᵢᵀOᵢ`` per attention head,
+the 2×2 RoPE block laws, per-expert MoE laws and ``Σ_e W_e``); :func:`orthogonality` measures
+how far ``∇h`` is from orthogonal to every ``∇_θ f(θ, x)``; :func:`drift` is ``dh/dt`` under
+gradient flow. The count of *all* laws is :mod:`flowlaws.conservation.lie_count`.
+
+Explained in: book/01_conservation/02_feedforward.ipynb, 03_attention.ipynb and 04_moe.ipynb.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, grad, jacrev, jvp, vmap
+
+from flowlaws.book.runtime import one_thread
+from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLayer
+
+__all__ = [
+    "Params",
+    "ModelFn",
+    "LAW_TOL",
+    "invariants",
+    "LawFn",
+    "random_inputs",
+    "orthogonality",
+    "drift",
+]
+
+
+with warnings.catch_warnings():
+    # torch 2.13 scripts its forward-mode decompositions on the first jvp and warns that
+    # torch.jit.script is deprecated: an internal matter, not the reader's.
+    warnings.filterwarnings("ignore", "`torch.jit.script` is deprecated", DeprecationWarning)
+    jvp(torch.sin, (torch.zeros(1),), (torch.ones(1),))
+
+
+Params = dict[str, Tensor]
+
+
+ModelFn = Callable[[Tensor, Tensor], Tensor]
+
+
+LAW_TOL = 1e-8
+"""A claimed invariant holds when :func:`orthogonality` is below this."""
+
+
+def _unit_rows(p: Params, prefix: str) -> Tensor:
+    """The incoming weights of a layer's units as rows, the bias (if any) as a last column."""
+    W = p[f"{prefix}.weight"]
+    bias = p.get(f"{prefix}.bias")
+    return W if bias is None else torch.cat([W, bias[:, None]], dim=1)
+
+
+def _balance(W_in: Tensor, W_out: Tensor, activation: str) -> Tensor | None:
+    """``W_in W_in^T − W_out^T W_out`` (linear), its diagonal (ReLU), or ``None``."""
+    if activation == "linear":
+        return W_in @ W_in.T - W_out.T @ W_out
+    if activation == "relu":
+        return W_in.pow(2).sum(1) - W_out.pow(2).sum(0)
+    return None
+
+
+def _two_layer_laws(model: TwoLayer, p: Params) -> dict[str, Tensor]:
+    law = _balance(_unit_rows(p, "V"), p["U.weight"], model.activation)
+    return {} if law is None else {"hidden": law}
+
+
+def _deep_laws(model: Deep, p: Params) -> dict[str, Tensor]:
+    out = {}
+    for k in range(len(model.layers) - 1):
+        law = _balance(_unit_rows(p, f"layers.{k}"), p[f"layers.{k + 1}.weight"], model.activation)
+        if law is not None:
+            out[f"hidden{k}"] = law
+    return out
+
+
+def _swiglu_laws(p: Params, prefix: str = "") -> dict[str, Tensor]:
+    A, C = p[f"{prefix}A.weight"], p[f"{prefix}C.weight"]
+    return {f"{prefix}units": A.pow(2).sum(1) - C.pow(2).sum(0)}
+
+
+def _attention_laws(model: MultiHeadAttention, p: Params) -> dict[str, Tensor]:
+    Q, K, V, O = p["W_Q"], p["W_K"], p["W_V"], p["W_O"]  # noqa: E741
+    out = {}
+    for i in range(model.heads):
+        if model.pe == "rope":
+            blocks = lambda W: W.reshape(model.d_k // 2, -1).pow(2).sum(1)  # noqa: E731
+            out[f"head{i}.QK"] = blocks(Q[i]) - blocks(K[i])
+        else:
+            out[f"head{i}.QK"] = Q[i] @ Q[i].T - K[i] @ K[i].T
+        out[f"head{i}.VO"] = V[i] @ V[i].T - O[i].T @ O[i]
+    return out
+
+
+def _moe_laws(model: MoE, p: Params) -> dict[str, Tensor]:
+    out = {}
+    for e in range(len(model.experts)):
+        out.update(_swiglu_laws(p, f"experts.{e}."))
+    out["gate.sum"] = p["gate.weight"].sum(0)
+    return out
+
+
+def _law_fn(model: nn.Module) -> Callable[[Params], dict[str, Tensor]]:
+    """The seed's invariants of ``model`` as a function of a parameter dict."""
+    if isinstance(model, TwoLayer):
+        return lambda p: _two_layer_laws(model, p)
+    if isinstance(model, Deep):
+        return lambda p: _deep_laws(model, p)
+    if isinstance(model, SwiGLU):
+        return _swiglu_laws
+    if isinstance(model, MultiHeadAttention):
+        return lambda p: _attention_laws(model, p)
+    if isinstance(model, MoE):
+        return lambda p: _moe_laws(model, p)
+    return lambda p: {}
+
+
+def invariants(model: nn.Module) -> dict[str, Tensor]:
+    """The seed's invariants of ``model`` at its current parameters (``out x in`` convention).
+
+    - ``TwoLayer``/``Deep``, linear: ``"hidden"`` (``"hidden{l}"``) ``= W_l W_l^T −
+      W_{l+1}^T W_{l+1}``, a ``(width, width)`` matrix (the layer balancedness); ReLU: its
+      diagonal, ``‖row i of W_l‖² − ‖column i of W_{l+1}‖²`` per hidden unit. A bias of
+      ``W_l`` counts as one more input column. GELU, SiLU, tanh: none (empty dict).
+    - ``SwiGLU``: ``"units"`` ``= ‖A[i,:]‖² − ‖C[:,i]‖²``, shape ``(width,)``.
+    - ``MultiHeadAttention``: ``"head{i}.QK" = W_Q[i] W_Q[i]^T − W_K[i] W_K[i]^T``
+      (``(d_k, d_k)``; with RoPE instead ``‖W_Q[i][2j:2j+2]‖_F² − ‖W_K[i][2j:2j+2]‖_F²``, shape
+      ``(d_k/2,)``) and ``"head{i}.VO" = W_V[i] W_V[i]^T − W_O[i]^T W_O[i]`` (``(d_v, d_v)``).
+    - ``MoE``: ``"experts.{e}.units"`` for each expert and ``"gate.sum" = Σ_e W[e, :]``
+      (``(d_model,)``), as the seed claims for *both* gates (false for the sigmoid gate:
+      see :func:`moe_claims_vs_count`).
+
+    Units: the square of the weights' units. Explained in: book/01_conservation/02_feedforward.ipynb
+    """
+    params = {name: value.detach() for name, value in model.named_parameters()}
+    return _law_fn(model)(params)
+
+
+def _layout(model: nn.Module) -> tuple[Tensor, list[tuple[str, torch.Size]]]:
+    named = list(model.named_parameters())
+    theta = torch.cat([v.detach().reshape(-1).to(torch.float64) for _, v in named])
+    return theta, [(name, v.shape) for name, v in named]
+
+
+def _unflatten(theta: Tensor, layout: list[tuple[str, torch.Size]]) -> Params:
+    sizes = [math.prod(shape) for _, shape in layout]
+    pieces = torch.split(theta, sizes)
+    return {name: piece.view(shape) for (name, shape), piece in zip(layout, pieces, strict=True)}
+
+
+def _model_fn(model: nn.Module, layout: list[tuple[str, torch.Size]]) -> ModelFn:
+    return lambda theta, x: functional_call(model, _unflatten(theta, layout), (x,))
+
+
+LawFn = Callable[[Params], dict[str, Tensor]]
+
+
+def _law_vector_fn(
+    model: nn.Module,
+    layout: list[tuple[str, torch.Size]],
+    keys: list[str] | None = None,
+    candidate: LawFn | None = None,
+) -> Callable[[Tensor], Tensor]:
+    """``θ ↦`` the chosen invariants' entries, flattened into one vector."""
+    laws = _law_fn(model) if candidate is None else candidate
+
+    def h(theta: Tensor) -> Tensor:
+        values = laws(_unflatten(theta, layout))
+        chosen = [v.reshape(-1) for k, v in values.items() if keys is None or k in keys]
+        return torch.cat(chosen) if chosen else theta[:0]
+
+    return h
+
+
+def _sample_shape(model: nn.Module) -> tuple[int | None, ...] | None:
+    """The shape of one input (``None`` for a free axis), or ``None`` when unknown."""
+    if isinstance(model, TwoLayer):
+        return (model.V.in_features,)
+    if isinstance(model, Deep):
+        return (model.layers[0].in_features,)
+    if isinstance(model, SwiGLU):
+        return (model.A.in_features,)
+    if isinstance(model, MoE):
+        return (model.d_model,)
+    if isinstance(model, MultiHeadAttention):
+        return (None, model.d_model)
+    return None
+
+
+def _check_inputs(model: nn.Module, inputs: Tensor) -> Tensor:
+    """``inputs`` as float64, or a ``ValueError`` naming ``inputs`` and what is allowed."""
+    if not isinstance(inputs, Tensor) or inputs.dtype not in (torch.float32, torch.float64):
+        got = inputs.dtype if isinstance(inputs, Tensor) else type(inputs).__name__
+        raise ValueError(f"inputs must be a float32 or float64 tensor, got {got}")
+    shape = _sample_shape(model)
+    ok = shape is None or (
+        inputs.dim() == len(shape) + 1
+        and all(s is None or s == n for s, n in zip(shape, inputs.shape[1:], strict=True))
+    )
+    if not ok or inputs.shape[0] < 1:
+        want = "(n, " + ", ".join("tokens" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"inputs must have shape {want} with n >= 1, got {tuple(inputs.shape)}")
+    device = next(model.parameters()).device
+    return inputs.to(device=device, dtype=torch.float64)
+
+
+def random_inputs(model: nn.Module, n: int, tokens: int = 4, seed: int = 0) -> Tensor:
+    """``n`` standard Gaussian inputs for ``model`` in float64 (``tokens`` tokens for attention).
+
+    Shape ``(n, *input)``. Explained in: book/01_conservation/01_gradient_flow.ipynb
+    """
+    shape = _sample_shape(model)
+    if shape is None:
+        raise ValueError(f"model must be one of the flowlaws models, got {type(model).__name__}")
+    sizes = tuple(tokens if s is None else s for s in shape)
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn((n, *sizes), generator=gen, dtype=torch.float64)
+
+
+def _jacobian(f: ModelFn, theta: Tensor, X: Tensor, batched: bool = True) -> Tensor:
+    """``∇_θ f_k(θ, x_n)`` for every input and output, shape ``(n · outputs, D)``."""
+    one = lambda x: jacrev(lambda t: f(t, x[None]).reshape(-1))(theta)  # noqa: E731
+    if batched:
+        return vmap(one, chunk_size=256)(X).reshape(-1, theta.numel())
+    rows = []
+    for x in X:
+        out = f(theta, x[None]).reshape(-1)
+        for k in range(out.numel()):
+            rows.append(grad(lambda t, k=k, x=x: f(t, x[None]).reshape(-1)[k])(theta))
+    return torch.stack(rows)
+
+
+def _relative_dots(G: Tensor, J: Tensor) -> float:
+    """``max |⟨g, j⟩| / (‖g‖ ‖j‖)`` over the rows of ``G`` and ``J`` (zero rows skipped)."""
+    G = G[G.norm(dim=1) > 0]
+    J = J[J.norm(dim=1) > 0]
+    if G.numel() == 0 or J.numel() == 0:
+        return 0.0
+    dots = (G / G.norm(dim=1, keepdim=True)) @ (J / J.norm(dim=1, keepdim=True)).T
+    return float(dots.abs().max())
+
+
+def orthogonality(
+    model: nn.Module,
+    inputs: Tensor,
+    keys: list[str] | None = None,
+    candidate: LawFn | None = None,
+) -> float:
+    """The largest ``|⟨∇h, ∇_θ f_k(θ, x)⟩| / (‖∇h‖ ‖∇_θ f_k(θ, x)‖)``: ≈ 0 for true laws.
+
+    The maximum runs over every scalar entry ``h`` of :func:`invariants` (or of those named in
+    ``keys``), every input in ``inputs`` (``(n, *input)``) and every output ``k``, at the
+    model's current parameters, in float64. A dimensionless cosine in ``[0, 1]``; 0.0 when
+    there is no invariant. Around 1e-15 for a law; a false candidate gives ~1e-2 or more.
+    ``candidate`` replaces the seed's invariants by your own: a function from the parameter
+    dict (``model.named_parameters()`` names) to a dict of tensors.
+
+    Explained in: book/01_conservation/01_gradient_flow.ipynb
+    """
+    X = _check_inputs(model, inputs)
+    theta, layout = _layout(model)
+    h = _law_vector_fn(model, layout, keys, candidate)
+    with one_thread():
+        return _relative_dots(jacrev(h)(theta), _jacobian(_model_fn(model, layout), theta, X))
+
+
+def drift(model: nn.Module, inputs: Tensor, targets: Tensor) -> dict[str, Tensor]:
+    """``dh/dt = −⟨∇h, ∇L⟩`` for each invariant under the gradient flow of the MSE loss.
+
+    ``L(θ) = (1/2n) Σ ‖f(θ, x_n) − y_n‖²`` with ``targets`` (``y``) shaped like the outputs;
+    each value has the shape of its invariant. Zero for a law, whatever the data: a non-zero
+    value is a counter-example. Explained in: book/01_conservation/04_moe.ipynb
+    """
+    X = _check_inputs(model, inputs)
+    theta, layout = _layout(model)
+    f = _model_fn(model, layout)
+    loss = lambda t: 0.5 * (f(t, X) - targets.to(X.dtype)).pow(2).sum() / X.shape[0]  # noqa: E731
+    g = grad(loss)(theta)
+    laws = _law_fn(model)
+    return {
+        k: -jvp(lambda t, k=k: laws(_unflatten(t, layout))[k], (theta,), (g,))[1]
+        for k in laws(_unflatten(theta, layout))
+    }

@@ -1,0 +1,1 @@
+"""Data for the book: what ships in packages, and readers for standard files the user gives."""

@@ -1,0 +1,1 @@
+"""Part II of the book: SGD ensembles, invariant sets, merges, percolation and DSI cascades."""

@@ -1,0 +1,239 @@
+"""Cascades with a known mechanism: a planted cascade and a kinematic toy model.
+
+:func:`planted_ensemble` puts micro-transitions at a known geometric cascade (a test with a
+known answer for the estimators); the kinematic model (:class:`KinematicModel`,
+:func:`kinematic_cascade`) is a ring of coalescing particles whose merges set no scale factor
+by hand.
+
+Explained in: book/02_percolation/05_dsi.ipynb.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowlaws.percolation.dsi import Cascade, detect_cascade, relative_variance
+from flowlaws.percolation.surrogates import NullTest, surrogate_test
+
+__all__ = [
+    "planted_ensemble",
+    "kinematic_summary",
+    "KinematicModel",
+    "kinematic_runs",
+    "KinematicResult",
+    "kinematic_cascade",
+]
+
+
+def planted_ensemble(p: np.ndarray, n_runs: int, *, p_c: float, lam: float, first: float,
+                     n_levels: int, jitter: float = 0.1, noise: float = 0.02,
+                     seed: int = 0) -> np.ndarray:
+    """``(n_runs, len(p))`` order parameters with micro-transitions planted at a known cascade.
+
+    Level ``k`` sits at ``p_k = p_c − (p_c − first) λ^{−k}``; each run jumps by 1 there, at
+    ``p_k`` shifted by ``jitter · (p_c − p_k) · ξ`` (a jitter that shrinks toward ``p_c``, as
+    discrete scale invariance requires), on a base of 1 plus white noise of size ``noise``.
+    A test with a known answer for the estimators of :mod:`flowlaws.percolation.dsi`.
+
+    Explained in: book/02_percolation/05_dsi.ipynb.
+    """
+    rng = np.random.default_rng(seed)
+    levels = p_c - (p_c - first) * lam ** -np.arange(n_levels, dtype=float)
+    shifts = levels + jitter * (p_c - levels) * rng.standard_normal((n_runs, n_levels))
+    C = 1.0 + (np.asarray(p)[None, :, None] >= shifts[:, None, :]).sum(axis=2)
+    return C + noise * rng.standard_normal(C.shape)
+
+
+def kinematic_summary(N: int, n_runs: int, *, n_boot: int, n_surrogates: int, seed: int = 0
+                      ) -> dict:
+    """:func:`kinematic_cascade` on a ring of ``N``, as plain lists and numbers.
+
+    Keys: ``p``, ``R``, ``peaks`` (every detected peak position), ``reason``, ``score``,
+    ``surrogate_scores``, ``p_value``, ``detection_rate`` (of the raw detector on the
+    surrogates), ``boot_lams``, ``boot_found``, ``lam``, ``lam_err`` (bootstrap median and
+    standard deviation of the best triple's λ; NaN when no replicate held a cascade).
+
+    Explained in: book/02_percolation/05_dsi.ipynb.
+    """
+
+    r = kinematic_cascade(KinematicModel(N=N), n_runs, seed=seed, n_boot=n_boot,
+                          n_surrogates=n_surrogates)
+    return {"p": r.p.tolist(), "R": r.R.tolist(), "peaks": r.cascade.all_peaks.p.tolist(),
+            "reason": r.cascade.reason, "score": r.null.score,
+            "surrogate_scores": r.null.scores.tolist(), "p_value": r.null.p_value,
+            "detection_rate": r.null.detection_rate, "boot_lams": r.boot_lams.tolist(),
+            "boot_found": r.boot_found, "lam": r.lam, "lam_err": r.lam_err}
+
+
+@dataclass(frozen=True)
+class KinematicModel:
+    """Particles ("neurons") on a ring of circumference ``N`` (mean spacing 1).
+
+    Every particle carries unit noise and attracts each particle of a neighbouring cluster
+    with force ``kappa`` once the gap is below the capture radius ``capture``; a cluster of
+    ``m`` particles moves as one, with mobility ``1/m``:
+    ``dx = kappa (m_right·[g_right < capture] − m_left·[g_left < capture]) dt + √(2D dt/m) dB``.
+    Clusters closer than ``merge`` fuse (mass-weighted position). Nothing sets a scale
+    factor: which clusters merge, and when, comes out of the dynamics. The time step adapts
+    per run, ``dt = min(0.02 g² m_min / D, 0.2 g / (kappa m_max))`` with ``g`` the smallest gap
+    (so a step moves nothing by more than ~20% of the closest gap).
+    """
+
+    N: int = 64
+    kappa: float = 1.0
+    D: float = 0.05
+    capture: float = 0.5
+    merge: float = 0.05
+
+
+def _sort_ring(x: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    order = np.argsort(np.where(m > 0, x, np.inf), axis=1)
+    x, m = np.take_along_axis(x, order, 1), np.take_along_axis(m, order, 1)
+    return x, m, (m > 0).sum(axis=1)
+
+
+def _ring_gaps(x: np.ndarray, K: np.ndarray, L: float) -> np.ndarray:
+    """``g_j`` from cluster ``j`` to the next (``inf`` on empty slots or ``K = 1``)."""
+    j = np.arange(x.shape[1])[None, :]
+    nxt = np.where(j + 1 < K[:, None], j + 1, 0)
+    g = np.take_along_axis(x, nxt, 1) - x + np.where(j + 1 < K[:, None], 0.0, L)
+    return np.where((j < K[:, None]) & (K[:, None] > 1), g, np.inf)
+
+
+def _velocity(g: np.ndarray, m: np.ndarray, K: np.ndarray, model: KinematicModel) -> np.ndarray:
+    j = np.arange(g.shape[1])[None, :]
+    nxt = np.where(j + 1 < K[:, None], j + 1, 0)
+    prv = np.where(j > 0, j - 1, np.maximum(K[:, None] - 1, 0))
+    right = np.take_along_axis(m, nxt, 1) * (g < model.capture)
+    left = np.take_along_axis(m, prv, 1) * (np.take_along_axis(g, prv, 1) < model.capture)
+    return model.kappa * (right - left)
+
+
+def _merge_run(x: np.ndarray, m: np.ndarray, close: np.ndarray, L: float) -> tuple:
+    """Fuse the clusters of one run across the gaps flagged ``close`` ``(K,)`` (gap ``j`` joins
+    cluster ``j`` to ``j+1``; gap ``K−1`` wraps around the ring), chains included."""
+    K = len(close)
+    labels = np.concatenate([[0], np.cumsum(~close[:-1])])
+    if K > 1 and close[-1]:
+        labels[labels == labels[-1]] = 0
+    xs, ms = x[:K], m[:K]
+    new_x, new_m = [], []
+    for lab in np.unique(labels):
+        sel = labels == lab
+        ref = xs[sel][0]
+        rel = np.mod(xs[sel] - ref + L / 2, L) - L / 2
+        new_m.append(ms[sel].sum())
+        new_x.append(np.mod(ref + (rel * ms[sel]).sum() / new_m[-1], L))
+    out_x, out_m = np.full_like(x, np.inf), np.zeros_like(m)
+    out_x[: len(new_x)], out_m[: len(new_m)] = new_x, new_m
+    return out_x, out_m
+
+
+def _apply_merges(x: np.ndarray, m: np.ndarray, K: np.ndarray, model: KinematicModel,
+                  cmax_at_K: np.ndarray, last_K: np.ndarray) -> None:
+    """Merge in place every run with a gap below ``model.merge``; record ``C_max`` per ``K``."""
+    g = _ring_gaps(x, K, model.N)
+    for r in np.nonzero((g < model.merge).any(axis=1))[0]:
+        x[r], m[r] = _merge_run(x[r], m[r], g[r, : K[r]] < model.merge, model.N)
+        k_new = int((m[r] > 0).sum())
+        cmax_at_K[r, k_new - 1 : last_K[r] - 1] = m[r].max()
+        last_K[r] = k_new
+
+
+def kinematic_runs(model: KinematicModel, n_runs: int, *, seed: int = 0, init: str = "poisson",
+                   max_steps: int = 200_000) -> np.ndarray:
+    """``C_max`` of every run at each number of components: ``(n_runs, N)``, column ``K − 1``.
+
+    Entry ``[r, K−1]`` is the largest cluster's size the first time run ``r`` has at most ``K``
+    clusters (several merges in one step fill every ``K`` they skip). Initial positions:
+    ``init="poisson"`` uniform on the ring, ``"lattice"`` the symmetric start ``x_i = i``
+    (only the noise breaks the symmetry). Runs not finished after ``max_steps`` steps keep
+    NaN for the ``K`` they did not reach.
+    """
+    if init not in ("poisson", "lattice"):
+        raise ValueError(f"init must be 'poisson' or 'lattice', got {init!r}")
+    rng = np.random.default_rng(seed)
+    N = model.N
+    lattice = np.tile(np.arange(N, dtype=float), (n_runs, 1))
+    x = rng.uniform(0, N, (n_runs, N)) if init == "poisson" else lattice
+    m = np.ones((n_runs, N))
+    cmax_at_K = np.full((n_runs, N), np.nan)
+    cmax_at_K[:, N - 1] = 1.0
+    last_K = np.full(n_runs, N)
+    for _ in range(max_steps):
+        x, m, K = _sort_ring(x, m)
+        _apply_merges(x, m, K, model, cmax_at_K, last_K)
+        x, m, K = _sort_ring(x, m)
+        if np.all(K <= 1):
+            break
+        _kinematic_step(x, m, K, model, rng)
+    return cmax_at_K
+
+
+def _kinematic_step(x: np.ndarray, m: np.ndarray, K: np.ndarray, model: KinematicModel,
+                    rng: np.random.Generator) -> None:
+    g = _ring_gaps(x, K, model.N)
+    alive = m > 0
+    v = _velocity(g, m, K, model)
+    gmin = g.min(axis=1, keepdims=True)
+    m_min = np.where(alive, m, np.inf).min(axis=1, keepdims=True)
+    v_max = np.abs(np.where(alive, v, 0.0)).max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dt = np.minimum(0.02 * gmin**2 * m_min / model.D, 0.2 * gmin / v_max)
+    dt = np.where(np.isfinite(dt) & (K[:, None] > 1), dt, 0.0)
+    noise = np.sqrt(2 * model.D * dt / np.where(alive, m, 1.0)) * rng.standard_normal(x.shape)
+    x[:] = np.where(alive, np.mod(np.where(alive, x, 0.0) + v * dt + noise, model.N), np.inf)
+
+
+@dataclass
+class KinematicResult:
+    """What :func:`kinematic_cascade` measured.
+
+    ``p`` ``(N,)`` the merge fraction ``(N − K)/(N − 1)``; ``C`` ``(n_runs, N)`` ``C_max/N``
+    at those ``p``; ``R`` ``(N,)`` the relative variance; ``cascade`` the detector's result on
+    ``R``; ``boot_lams`` the λ of every bootstrap replicate (runs resampled) that held a
+    cascade; ``boot_found`` the fraction that did; ``null`` the surrogate test of ``R``.
+    ``lam``/``lam_err`` are the median and standard deviation of ``boot_lams`` (NaN if none).
+    """
+
+    p: np.ndarray
+    C: np.ndarray
+    R: np.ndarray
+    cascade: Cascade
+    boot_lams: np.ndarray
+    boot_found: float
+    null: NullTest
+
+    @property
+    def lam(self) -> float:
+        """Bootstrap median of λ (NaN when no replicate held a cascade)."""
+        return float(np.median(self.boot_lams)) if len(self.boot_lams) else float("nan")
+
+    @property
+    def lam_err(self) -> float:
+        """Bootstrap standard deviation of λ."""
+        return float(np.std(self.boot_lams, ddof=1)) if len(self.boot_lams) > 1 else float("nan")
+
+
+def kinematic_cascade(model: KinematicModel, n_runs: int, *, init: str = "poisson",
+                      seed: int = 0, n_boot: int = 200, n_surrogates: int = 1000,
+                      prominence_factor: float = 3.0, min_width: float = 1.0) -> KinematicResult:
+    """Run the toy model, compute ``R(p)`` and look for a DSI cascade in it, with errors.
+
+    The signal has only ``N`` points, so the detector's defaults here are looser
+    (``prominence_factor = 3``, ``min_width = 1``); the surrogate test judges the result.
+    """
+    C = kinematic_runs(model, n_runs, seed=seed, init=init)[:, ::-1] / model.N
+    p = (model.N - np.arange(model.N, 0, -1)) / (model.N - 1)
+    kw = {"prominence_factor": prominence_factor, "min_width": min_width}
+    R = relative_variance(C)
+    rng = np.random.default_rng(seed + 1)
+    lams = []
+    for _ in range(n_boot):
+        c = detect_cascade(relative_variance(C[rng.integers(n_runs, size=n_runs)]), p, **kw)
+        if c.found:
+            lams.append(c.estimate.lam)
+    null = surrogate_test(R, p, n_surrogates=n_surrogates, seed=seed, **kw)
+    return KinematicResult(p, C, R, detect_cascade(R, p, **kw), np.asarray(lams),
+                           len(lams) / n_boot, null)

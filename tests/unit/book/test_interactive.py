@@ -1,0 +1,202 @@
+"""Tests of flowlaws.book.interactive, against answers known in advance."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from flowlaws.book.interactive import Knob, SliderGrid, SliderPoint, compute_grid
+from flowlaws.book.live import LiveFigure
+from flowlaws.book.progress import track
+from flowlaws.book.vega import static_html, vega_spec
+
+
+def point(lr: float, runs: int = 1) -> SliderPoint:
+    x = np.linspace(0.0, 1.0, 5)
+    return SliderPoint(x=x, curves={"error": lr * runs * (1 + x)}, marks=np.array([[0.5, lr]]),
+                       caption=f"lr = {lr:g}, runs = {runs}")
+
+
+LR = dict(name="lr", values=(0.01, 0.02, 0.04), default=0.02, log=True)
+
+
+RUNS = dict(name="runs", values=(4, 8), default=8, integer=True)
+
+
+def grid(*knobs: dict) -> SliderGrid:
+    return compute_grid(point, [Knob(**k) for k in knobs or (LR,)], progress=False)
+
+
+def _rows(spec, key):
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if key in node:
+                found.append(node)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    return found
+
+
+def test_default_is_the_nearest_grid_value():
+    lr = Knob("lr", (0.01, 0.02, 0.04), default=0.025, log=True)  # nearest in log
+    assert lr.default == 0.02 and lr.index_of(0.035) == 2
+    assert Knob("lr", (0.01, 0.02, 0.04)).default == 0.02, "no default: the middle value"
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(values=(0.02, 0.01)), dict(values=(0.01,)), dict(values=(0.0, 0.1), log=True),
+    dict(values=(1, 2.5), integer=True), dict(name="x"), dict(name="setting"),
+    dict(name="batch size"),
+])
+def test_bad_knobs_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        Knob(**({"name": "lr", "values": (0.01, 0.02)} | kwargs))
+
+
+def test_a_grid_missing_a_combination_is_refused():
+    full = grid(LR, RUNS)
+    points = dict(full.points)
+    points.pop((0.04, 8.0))
+    with pytest.raises(ValueError, match="every combination"):
+        SliderGrid(full.knobs, points)
+
+
+def test_compute_grid_calls_every_combination_with_keywords_first_knob_slowest():
+    calls = []
+
+    def record(lr, runs):
+        calls.append((lr, runs))
+        return point(lr, runs)
+
+    compute_grid(record, [Knob(**LR), Knob(**RUNS)], progress=False)
+    assert calls == [(0.01, 4), (0.01, 8), (0.02, 4), (0.02, 8), (0.04, 4), (0.04, 8)]
+    assert all(isinstance(runs, int) for _, runs in calls), "integer knobs pass ints"
+
+
+def test_vega_spec_binds_one_slider_per_knob_and_carries_every_grid_point():
+    spec = vega_spec(grid(LR, RUNS))
+    lr, runs = spec["params"]
+    assert lr["name"] == "slider_lr" and runs["name"] == "slider_runs"
+    assert lr["bind"]["input"] == runs["bind"]["input"] == "range"
+    assert lr["value"] == pytest.approx(np.log10(0.02), abs=1e-3) and runs["value"] == 8
+    captions = sorted(r["caption"] for r in _rows(spec, "caption"))
+    assert len(captions) == 6 and "lr = 0.04, runs = 4" in captions
+    curves = _rows(spec, "series")
+    assert len(curves) == 6 and all(len(r["x"]) == len(r["y"]) == 5 for r in curves)
+    assert "lr = 0.04, runs = 4" in [r["setting"] for r in _rows(spec, "caption")]
+    text = json.dumps(spec)
+    assert "slider_lr" in text and "datum.runs - slider_runs" in text and '"flatten"' in text
+
+
+def test_log_axes_drop_points_they_cannot_place():
+    g = grid()
+    g.points[(0.01,)].curves["error"][0] = 0.0
+    g.log_y = True
+    assert sum(len(r["x"]) for r in _rows(vega_spec(g), "series")) == 3 * 5 - 1
+
+
+def test_static_html_is_marked_for_the_vega_bundle_and_holds_the_spec():
+    html = static_html(grid())
+    assert 'data-flowlaws-chart="vega"' in html
+    spec_text = html.split('type="application/json"', 1)[1].split(">", 1)[1].split("</script>")[0]
+    assert json.loads(spec_text)["params"][0]["name"] == "slider_lr"
+    assert "cdn" not in html.lower() and "src=" not in html, "the chart must load nothing itself"
+
+
+def test_live_slider_redraws_from_the_grid():
+    live = LiveFigure(grid())
+    first = live.image.value
+    live.slider.value = 0.04
+    assert "lr = 0.04" in live.caption.value and live.image.value != first
+
+
+def test_every_live_slider_redraws_from_the_grid():
+    live = LiveFigure(grid(LR, RUNS))
+    assert len(live.sliders) == 2 and "runs = 8" in live.caption.value
+    live.sliders[1].value = 4.0
+    assert "lr = 0.02, runs = 4" in live.caption.value
+    live.sliders[0].value = 0.04
+    assert "lr = 0.04, runs = 4" in live.caption.value
+
+
+def test_live_slider_computes_new_points_and_skips_stale_requests():
+    gate, calls = threading.Event(), []
+
+    def slow(lr):
+        calls.append(lr)
+        gate.wait(5)
+        return point(lr)
+
+    live = LiveFigure(grid(), compute=slow)
+    for value in (0.011, 0.013, 0.015, 0.017):
+        live.request(value)
+    gate.set()
+    live.wait(10)
+    assert calls == [0.011, 0.017], "only the first and the latest request are computed"
+    assert "lr = 0.017" in live.caption.value
+
+
+def test_an_integer_knob_computes_off_grid_values_as_ints():
+    seen = []
+
+    def compute(lr, runs):
+        seen.append(runs)
+        return point(lr, runs)
+
+    live = LiveFigure(grid(LR, RUNS), compute=compute)
+    options = [v for _, v in live.sliders[1].options]
+    assert 4.0 in options and 8.0 in options and len(options) > 2
+    live.sliders[1].value = next(v for v in options if v not in (4.0, 8.0))
+    live.wait(10)
+    assert len(seen) == 1 and isinstance(seen[0], int) and f"runs = {seen[0]}" in live.caption.value
+
+
+def test_the_live_bar_shows_the_library_loops_progress():
+    seen_status = []
+
+    def compute(lr):
+        for _ in track(range(3), desc="steps", enabled=False):
+            seen_status.append(live.status.value)
+        return point(lr)
+
+    live = LiveFigure(grid(), compute=compute)
+    live.request(0.03)
+    live.wait(10)
+    assert any("steps 0/3" in s for s in seen_status), seen_status
+    assert live.bar.layout.visibility == "hidden" and "lr = 0.03" in live.caption.value
+
+
+def test_a_failing_compute_is_reported_and_the_figure_stays_usable():
+    def broken(lr):
+        raise RuntimeError("diverged")
+
+    live = LiveFigure(grid(), compute=broken)
+    live.request(0.03)
+    live.wait(10)
+    assert "failed" in live.status.value and "diverged" in live.status.value
+    live.request(0.04)
+    assert "lr = 0.04" in live.caption.value, "grid points still draw after an error"
+
+
+def test_an_uneven_grid_moves_over_its_index():
+    knob = Knob("lr", (0.05, 0.2, 0.5), default=0.2)
+    assert list(knob.positions()) == [0.0, 1.0, 2.0] and knob.step() == 1.0
+    assert knob.slider_label() == "lr ", "the readout is hidden; the label is the knob's"
+
+
+def test_an_even_grid_lands_exactly_on_every_step():
+    g = grid(dict(name="lr", values=(0.05, 0.2, 0.35), default=0.2))
+    positions, step = g.knobs[0].positions(), g.knobs[0].step()
+    assert step == 0.15 and positions[-1] == 0.35
+    param = vega_spec(g)["params"][0]
+    assert param["bind"]["min"] + 2 * param["bind"]["step"] == pytest.approx(param["bind"]["max"])

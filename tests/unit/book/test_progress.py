@@ -1,0 +1,34 @@
+"""Tests of flowlaws.book.progress, against answers known in advance."""
+
+from __future__ import annotations
+
+import threading
+
+from flowlaws.book import progress
+from flowlaws.book.progress import report_to, track
+
+
+def test_without_a_sink_track_yields_every_item():
+    assert list(track(range(5), desc="x", enabled=False)) == [0, 1, 2, 3, 4]
+
+
+def test_inside_report_to_the_sink_hears_start_and_end(monkeypatch):
+    monkeypatch.setattr(progress, "REPORT_EVERY_S", 0.0)
+    heard = []
+    with report_to(lambda desc, done, total: heard.append((desc, done, total))):
+        assert list(track(range(3), desc="steps", enabled=False)) == [0, 1, 2]
+    assert heard[0] == ("steps", 0, 3) and heard[-1] == ("steps", 3, 3)
+    assert list(track(range(2), enabled=False)) == [0, 1] and len(heard) == 5, "sink left set"
+
+
+def test_another_thread_does_not_report_to_this_threads_sink():
+    heard = []
+
+    def other():
+        list(track(range(3), desc="other", enabled=False))
+
+    with report_to(lambda *a: heard.append(a)):
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+    assert heard == []

@@ -1,0 +1,53 @@
+"""Tests of flowlaws.conservation.count_tables, against answers known in advance."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from flowlaws.common.models import Deep, MultiHeadAttention, SwiGLU, TwoLayer  # noqa: E402
+from flowlaws.conservation.count_tables import closed_form, count_table  # noqa: E402
+from flowlaws.conservation.laws import random_inputs  # noqa: E402
+
+
+def test_closed_forms_of_each_theorem():
+    assert closed_form(TwoLayer(3, 5, 2, "relu")) == 5
+    assert closed_form(TwoLayer(3, 5, 2, "gelu")) == 0
+    assert closed_form(TwoLayer(3, 5, 2, "silu")) == 0
+    assert closed_form(SwiGLU(3, 7, 2)) == 7
+    assert closed_form(MultiHeadAttention(8, 3, 4, 2)) == 3 * (10 + 3)
+    assert closed_form(MultiHeadAttention(8, 3, 4, 2, pe="sinusoidal")) == 3 * (10 + 3)
+    assert closed_form(MultiHeadAttention(8, 3, 4, 2, pe="rope")) == 3 * (2 + 3)
+
+
+def test_closed_form_refuses_models_without_one():
+    with pytest.raises(ValueError, match="linear"):
+        closed_form(TwoLayer(3, 5, 2, "linear"))
+    with pytest.raises(ValueError, match="Deep"):
+        closed_form(Deep(3, [2], 2, "gelu"))
+
+
+def test_count_table_puts_counts_next_to_closed_forms():
+    torch.manual_seed(0)
+    swiglu = SwiGLU(3, 2, 2).double()
+    gelu = TwoLayer(2, 2, 1, "gelu").double()
+    cases = [("SwiGLU", "(3,2,2)", swiglu, random_inputs(swiglu, 20)),
+             ("GELU", "(2,2,1)", gelu, random_inputs(gelu, 20))]
+    rows = count_table(cases, progress=False)
+    assert [r["laws"] for r in rows] == [2, 0]
+    assert [r["closed form"] for r in rows] == [2, 0]
+    assert all(r["agrees"] and r["certified"] for r in rows)
+    assert rows[0]["D"] == 3 * 2 * 2 + 2 * 2
+    assert rows[0]["lie dim"] == rows[0]["D"] - 2
+
+
+def test_count_table_reports_a_disagreement():
+    torch.manual_seed(0)
+    model = MultiHeadAttention(4, 1, 2, 2).double()  # one token: the softmax is constant
+    rows = count_table([("MHA", "1 token", model, random_inputs(model, 6, tokens=1))],
+                       progress=False)
+    assert rows[0]["laws"] > rows[0]["closed form"] == 6
+    assert not rows[0]["agrees"]

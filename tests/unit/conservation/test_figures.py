@@ -1,0 +1,70 @@
+"""Tests of flowlaws.conservation.figures, against answers known in advance."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from flowlaws.common.fits import fit_power_law  # noqa: E402
+from flowlaws.common.models import SwiGLU  # noqa: E402
+from flowlaws.conservation.count_tables import count_table  # noqa: E402
+from flowlaws.conservation.discrete import Sweep  # noqa: E402
+from flowlaws.conservation.figures import (  # noqa: E402  # noqa: E402
+    plot_cosines,
+    plot_counts_vs_closed_form,
+    plot_lie_dims,
+    plot_power_law,
+    plot_sweeps,
+)
+from flowlaws.conservation.laws import random_inputs  # noqa: E402
+
+
+def test_figures_draw_one_artist_per_item():
+    torch.manual_seed(0)
+    model = SwiGLU(2, 2, 1).double()
+    rows = count_table([("SwiGLU", "(2,2,1)", model, random_inputs(model, 2))], progress=False)
+    fig = plot_lie_dims({"SwiGLU": rows[0]["count"]})
+    (line,) = fig.axes[0].get_lines()
+    assert list(line.get_ydata()) == [rows[0]["D"] - d for d in rows[0]["count"].dims[0]]
+    fig2 = plot_cosines({"law": 1e-16, "not a law": 0.2})
+    assert len(fig2.axes[0].patches) == 2
+    fig3 = plot_counts_vs_closed_form(rows)
+    assert len(fig3.axes[0].collections) == 1
+    plt.close("all")
+
+
+def _sweep(exponent: float, reference: float) -> Sweep:
+    x = np.geomspace(1e-3, 1e-1, 6)
+    y = 2.0 * x**exponent
+    return Sweep(x, y, fit_power_law(x, y), reference)
+
+
+def test_power_law_panel_draws_points_fit_and_reference_through_the_data() -> None:
+    fig, ax = plt.subplots()
+    sweep = _sweep(2.0, 1.0)
+    plot_power_law(ax, sweep.x, sweep.errors, sweep.fit, reference=1.0)
+    points, fitted, reference = ax.get_lines()
+    np.testing.assert_allclose(fitted.get_ydata(), sweep.errors, rtol=1e-10)
+    ref_y = reference.get_ydata()
+    slope = np.diff(np.log(ref_y)) / np.diff(np.log(sweep.x))
+    np.testing.assert_allclose(slope, 1.0)
+    # pinned at the geometric mean of the points
+    gm_x, gm_y = np.exp(np.log(sweep.x).mean()), np.exp(np.log(sweep.errors).mean())
+    np.testing.assert_allclose(np.interp(np.log(gm_x), np.log(sweep.x), np.log(ref_y)),
+                               np.log(gm_y), atol=1e-12)
+    assert "2.000 ± 0.000" in fitted.get_label() and ax.get_xscale() == "log"
+    plt.close(fig)
+
+
+def test_plot_sweeps_makes_one_panel_per_sweep_with_labels() -> None:
+    fig = plot_sweeps({"a": _sweep(2.0, 2.0), "b": _sweep(1.0, 1.0)}, x_labels={"a": "lr"})
+    assert [ax.get_title() for ax in fig.axes] == ["a", "b"]
+    assert [ax.get_xlabel() for ax in fig.axes] == ["lr", "b"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one"):
+        plot_sweeps({})

@@ -1,0 +1,130 @@
+"""Tests of flowlaws.data.images, against answers known in advance."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from flowlaws.data.images import (
+    FASHION_MNIST_CLASSES,
+    digits_images,
+    read_cifar10,
+    read_idx,
+    read_image_folder,
+    read_mnist,
+)
+
+
+def write_cifar(folder: Path, per_batch: int = 2, protocol: int = 2) -> np.ndarray:
+    """Batches in the python-2 layout of the real files: bytes keys, (n, 3072) uint8 rows."""
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, (6 * per_batch, 3072), dtype=np.uint8)
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    for i, name in enumerate(names):
+        rows = data[i * per_batch : (i + 1) * per_batch]
+        batch = {b"batch_label": name.encode(), b"data": rows,
+                 b"labels": [(i + j) % 10 for j in range(per_batch)],
+                 b"filenames": [b"x.png"] * per_batch}
+        (folder / name).write_bytes(pickle.dumps(batch, protocol=protocol))
+    meta = {b"label_names": [f"class{c}".encode() for c in range(10)], b"num_vis": 3072}
+    (folder / "batches.meta").write_bytes(pickle.dumps(meta, protocol=2))
+    return data
+
+
+def idx_bytes(array: np.ndarray, code: int) -> bytes:
+    header = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    return header + array.tobytes()
+
+
+def test_digits_are_the_bundled_sklearn_images() -> None:
+    digits = digits_images()
+    assert digits.images.shape == (1797, 1, 8, 8) and digits.images.dtype == torch.float32
+    assert digits.images.min() == 0 and digits.images.max() == 1
+    assert len(digits) == 1797 and digits.labels[:10].tolist() == list(range(10))
+
+
+@pytest.mark.parametrize("protocol", [2, 5])
+def test_cifar10_reader(tmp_path: Path, protocol: int) -> None:
+    data = write_cifar(tmp_path / "cifar-10-batches-py", protocol=protocol)
+    train = read_cifar10(tmp_path)  # the parent folder works too
+    assert train.images.shape == (10, 3, 32, 32) and train.images.dtype == torch.float32
+    assert train.labels.tolist() == [0, 1, 1, 2, 2, 3, 3, 4, 4, 5]
+    assert train.classes[3] == "class3"
+    # row 0: the first 1024 bytes are the red channel, row-major
+    assert train.images[0, 0, 0, 1] == pytest.approx(data[0, 1] / 255)
+    assert train.images[0, 1, 2, 3] == pytest.approx(data[0, 1024 + 2 * 32 + 3] / 255)
+    test = read_cifar10(tmp_path / "cifar-10-batches-py", train=False)
+    assert test.images.shape == (2, 3, 32, 32) and test.labels.tolist() == [5, 6]
+
+
+def test_cifar10_reader_refuses_code_in_pickles_and_missing_batches(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    write_cifar(folder)
+    (folder / "test_batch").write_bytes(pickle.dumps({"data": Path("evil")}))
+    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+        read_cifar10(folder, train=False)
+    (folder / "data_batch_3").unlink()
+    with pytest.raises(FileNotFoundError, match="data_batch_3"):
+        read_cifar10(folder)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_mnist_reader(tmp_path: Path, gz: bool) -> None:
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (3, 28, 28), dtype=np.uint8)
+    labels = np.array([7, 2, 1], dtype=np.uint8)
+    for name, arr, code in [("t10k-images-idx3-ubyte", images, 8),
+                            ("t10k-labels-idx1-ubyte", labels, 8)]:
+        raw = idx_bytes(arr, code)
+        if gz:
+            (tmp_path / f"{name}.gz").write_bytes(gzip.compress(raw))
+        else:
+            (tmp_path / name).write_bytes(raw)
+    data = read_mnist(tmp_path, train=False, classes=FASHION_MNIST_CLASSES)
+    assert data.images.shape == (3, 1, 28, 28) and data.labels.tolist() == [7, 2, 1]
+    np.testing.assert_allclose(data.images[1, 0].numpy(), images[1] / 255, rtol=1e-6)
+    assert data.classes[7] == "Sneaker"
+    with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte"):
+        read_mnist(tmp_path, train=True)
+
+
+def test_idx_reader_other_types_and_bad_files(tmp_path: Path) -> None:
+    values = (np.arange(6).reshape(2, 3) / 4).astype(">f4")
+    (tmp_path / "f.idx").write_bytes(idx_bytes(values, 0x0D))
+    np.testing.assert_array_equal(read_idx(tmp_path / "f.idx"), values)
+    (tmp_path / "bad").write_bytes(b"\x01\x02\x08\x01" + bytes(4))
+    with pytest.raises(ValueError, match="not an idx file"):
+        read_idx(tmp_path / "bad")
+    (tmp_path / "short").write_bytes(idx_bytes(np.zeros((4, 4), np.uint8), 8)[:-3])
+    with pytest.raises(ValueError, match="header says"):
+        read_idx(tmp_path / "short")
+    with pytest.raises(FileNotFoundError):
+        read_idx(tmp_path / "absent")
+
+
+def test_image_folder_reader(tmp_path: Path) -> None:
+    for cls, colour in [("n02", (0, 0, 255)), ("n01", (255, 0, 0))]:
+        (tmp_path / cls).mkdir()
+        Image.new("RGB", (40, 20), colour).save(tmp_path / cls / "a.png")
+        Image.new("L", (16, 16), 128).save(tmp_path / cls / "b.JPEG")
+        (tmp_path / cls / "notes.txt").write_text("not an image")
+    (tmp_path / "empty").mkdir()
+    data = read_image_folder(tmp_path, size=8)
+    assert data.classes == ("n01", "n02") and data.labels.tolist() == [0, 0, 1, 1]
+    assert data.images.shape == (4, 3, 8, 8)
+    torch.testing.assert_close(data.images[0, :, 3, 3], torch.tensor([1.0, 0.0, 0.0]))
+    torch.testing.assert_close(data.images[2, :, 0, 0], torch.tensor([0.0, 0.0, 1.0]))
+    assert abs(float(data.images[1].mean()) - 128 / 255) < 0.02  # JPEG, grey → RGB
+    assert len(read_image_folder(tmp_path, size=8, max_per_class=1)) == 2
+    with pytest.raises(FileNotFoundError, match="class"):
+        read_image_folder(tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        read_image_folder(tmp_path / "n01" / "a.png")

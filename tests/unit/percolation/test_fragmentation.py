@@ -1,0 +1,34 @@
+"""Tests of flowlaws.percolation.fragmentation, against answers known in advance."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from flowlaws.percolation import (
+    ensemble,
+    fragmentation,
+    reeb,
+)
+
+
+def test_task_switch_splits_merged_neurons():
+    shape = ensemble.TwoLayerShape(4, 6, 1, "tanh")
+    half = ensemble.TwoLayerShape(4, 3, 1, "tanh")
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(64, 4, generator=g)
+    V, U = ensemble.split_params(ensemble.ensemble_init(half, 3, seed=1, dtype=torch.float32), half)
+    merged = torch.cat([V.repeat_interleave(2, 1).flatten(1),
+                        (U.repeat_interleave(2, 2) / 2).flatten(1)], 1)
+    theta0 = merged + 1e-3 * torch.randn(merged.shape, generator=g)
+    Y_before = ensemble.ensemble_forward(merged[:1], shape, X)[0]  # a task the merged net solves
+    teacher = ensemble.ensemble_init(shape, 1, seed=7, scale=2.0, dtype=torch.float32)
+    Y_after = ensemble.ensemble_forward(teacher, shape, X)[0]  # needs six distinct neurons
+    res = fragmentation.task_switch(theta0, shape, X, Y_before, Y_after, lr=(0.1, 0.2),
+                          batch_size=(4, 64), n_steps=(200, 1500), record_every=50)
+    assert np.all(res.n_splits >= 1)
+    assert all(e.time > res.switch_time for run in res.splits for e in run)
+    for G in res.reeb:  # before the switch the three pairs stayed merged
+        before = [e for e in reeb.reeb_events(G) if e.time <= res.switch_time]
+        assert before == []
+        assert {n[1] for n in G if G.nodes[n]["time"] == res.switch_time} == {0, 1, 2}

@@ -1,0 +1,147 @@
+"""Tests of flowlaws.percolation.grokking, against answers known in advance."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from flowlaws.book import cache
+from flowlaws.percolation import grokking
+from flowlaws.percolation.grokking import GrokConfig
+
+TINY = {"p": 7, "fraction": 0.5, "d_model": 8, "n_heads": 2, "d_mlp": 12, "n_runs": 2,
+        "lr": 3e-3, "log_every": 2, "checkpoint_every": 4}
+
+
+def _reference_logits(P: dict, x: torch.Tensor) -> torch.Tensor:
+    """Nanda et al.'s Transformer, per example, all three positions, causal mask."""
+    out = []
+    for r in range(P["W_E"].shape[0]):
+        Q = {k: v[r] for k, v in P.items()}
+        H, dh, _ = Q["W_Q"].shape
+        e = Q["W_E"][x] + Q["W_pos"]
+        q, k, v = (torch.einsum("ntd,hkd->nhtk", e, Q[w]) for w in ("W_Q", "W_K", "W_V"))
+        s = (q @ k.transpose(-1, -2) / math.sqrt(dh)).masked_fill(
+            torch.triu(torch.ones(3, 3, dtype=torch.bool), 1), -torch.inf)
+        z = (s.softmax(-1) @ v).permute(0, 2, 1, 3).reshape(len(x), 3, H * dh)
+        e = e + z @ Q["W_O"].T
+        e = e + torch.relu(e @ Q["W_in"].T + Q["b_in"]) @ Q["W_out"].T + Q["b_out"]
+        out.append((e @ Q["W_U"])[:, -1])
+    return torch.stack(out)
+
+
+def test_forward_equals_the_per_example_transformer():
+    cfg = GrokConfig(**{**TINY, "p": 11, "d_model": 16, "n_heads": 4}, dtype="float64")
+    P = grokking.init_params(cfg)
+    for v in P.values():  # non-zero biases too
+        v.add_(0.1 * torch.randn_like(v))
+    x = grokking.modular_data(11, 0.5)[0]
+    assert torch.allclose(grokking.forward(P, x), _reference_logits(P, x), atol=1e-12)
+
+
+def test_modular_data_splits_every_pair_once():
+    x_tr, y_tr, x_te, y_te = grokking.modular_data(13, 0.3, seed=1)
+    pairs = torch.cat([x_tr, x_te])[:, :2]
+    assert len(x_tr) == round(0.3 * 169) and len(pairs) == 169
+    assert len({tuple(r) for r in pairs.tolist()}) == 169
+    assert torch.equal(torch.cat([y_tr, y_te]), pairs.sum(1) % 13)
+    assert torch.all(torch.cat([x_tr, x_te])[:, 2] == 13)
+    assert not torch.equal(grokking.modular_data(13, 0.3, seed=2)[0], x_tr)
+
+
+def test_each_run_of_the_ensemble_trains_as_if_alone(tmp_path):
+    both = grokking.train(GrokConfig(**TINY, n_steps=6, seed=3), cache_dir=tmp_path,
+                          progress=False)
+    alone = grokking.train(GrokConfig(**{**TINY, "n_runs": 1}, n_steps=6, seed=4),
+                           cache_dir=tmp_path, progress=False)
+    for k in both.params:
+        assert torch.allclose(both.params[k][1], alone.params[k][0], atol=1e-6), k
+    assert not torch.allclose(both.params["W_in"][0], both.params["W_in"][1])
+
+
+def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
+    cfg = GrokConfig(**TINY, n_steps=13)
+    full = grokking.train(cfg, cache_dir=tmp_path / "a", progress=False)
+
+    def stop(step):
+        if step == 10:  # after the checkpoint at step 8: steps 9 and 10 are lost
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        grokking.train(cfg, cache_dir=tmp_path / "b", progress=False, callback=stop)
+    ckpt = torch.load(grokking.run_folder(cfg, "cpu", tmp_path / "b") / "checkpoint.pt",
+                      weights_only=True)
+    assert ckpt["step"] == 8
+    resumed = grokking.train(cfg, cache_dir=tmp_path / "b", progress=False)
+    assert resumed.resumed_from == 8
+    for k in full.params:
+        assert torch.equal(full.params[k], resumed.params[k]), k
+    np.testing.assert_array_equal(full.steps, resumed.steps)
+    for name in grokking.METRICS:
+        np.testing.assert_array_equal(getattr(full, name), getattr(resumed, name))
+
+
+def test_a_finished_run_is_loaded_and_a_longer_one_continues(tmp_path):
+    cfg = GrokConfig(**TINY, n_steps=6)
+    first = grokking.train(cfg, cache_dir=tmp_path, progress=False)
+    again = grokking.train(cfg, cache_dir=tmp_path, progress=False)
+    assert again.resumed_from == 6 and torch.equal(first.params["W_U"], again.params["W_U"])
+    longer = grokking.train(GrokConfig(**TINY, n_steps=10), cache_dir=tmp_path, progress=False)
+    direct = grokking.train(GrokConfig(**TINY, n_steps=10), cache_dir=tmp_path / "x",
+                            progress=False)
+    assert longer.resumed_from == 6 and longer.folder == first.folder
+    assert torch.equal(longer.params["W_in"], direct.params["W_in"])
+
+
+def test_a_changed_parameter_starts_a_fresh_run_folder(tmp_path):
+    a = grokking.train(GrokConfig(**TINY, n_steps=4), cache_dir=tmp_path, progress=False)
+    b = grokking.train(GrokConfig(**{**TINY, "lr": 1e-3}, n_steps=4), cache_dir=tmp_path,
+                       progress=False)
+    assert a.folder != b.folder and b.resumed_from == 0
+    assert not torch.equal(a.params["W_in"], b.params["W_in"])
+    same = GrokConfig(**{**TINY, "checkpoint_every": 2}, n_steps=99)
+    assert grokking.run_folder(same, "cpu", tmp_path) == a.folder  # neither changes the path
+
+
+def test_a_crash_while_saving_leaves_the_last_checkpoint_valid(tmp_path, monkeypatch):
+    cfg = GrokConfig(**TINY, n_steps=8)
+    grokking.train(GrokConfig(**TINY, n_steps=4), cache_dir=tmp_path, progress=False)
+    folder = grokking.run_folder(cfg, "cpu", tmp_path)
+    real_save = torch.save
+
+    def crashing_save(obj, f):
+        if obj["step"] == 8:
+            f.write(b"half a checkpoint")
+            raise KeyboardInterrupt
+        real_save(obj, f)
+
+    monkeypatch.setattr(cache.torch, "save", crashing_save)
+    with pytest.raises(KeyboardInterrupt):
+        grokking.train(cfg, cache_dir=tmp_path, progress=False)
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.pt", "config.json"]
+    assert torch.load(folder / "checkpoint.pt", weights_only=True)["step"] == 4
+    monkeypatch.setattr(cache.torch, "save", real_save)
+    assert grokking.train(cfg, cache_dir=tmp_path, progress=False).resumed_from == 4
+
+
+def test_merge_order_parameter_counts_identical_neurons():
+    cfg = GrokConfig(**TINY)
+    P = grokking.init_params(cfg)
+    assert list(grokking.merge_order_parameter(P, 0.05)) == [1, 1]
+    near = grokking.nearest_neighbour_distance(P)
+    for name, idx in (("W_in", (1, slice(3, 7))), ("b_in", (1, slice(3, 7)))):
+        P[name][idx] = P[name][1, 2]
+    P["W_out"][1, :, 3:7] = P["W_out"][1, :, 2:3]
+    assert list(grokking.merge_order_parameter(P, 0.05)) == [1, 5]
+    assert grokking.merge_order_parameter(P, (0.05, 0.99)).tolist() == [[1, 12], [5, 12]]
+    after = grokking.nearest_neighbour_distance(P)
+    assert after[0] == near[0] and near[1] > 0.3 and after[1] < near[1]
+
+
+def test_first_step_above():
+    steps = np.array([0, 10, 20, 30])
+    acc = np.array([[0.1, 0.1], [0.5, 0.2], [0.96, 0.3], [0.99, 0.4]])
+    np.testing.assert_array_equal(grokking.first_step_above(steps, acc, 0.95), [20, np.nan])
