@@ -2,7 +2,7 @@
 
 The fast count evaluates each level's brackets in one ``vmap``; the reference is the same
 algorithm (same random fields, same results) with a Python loop over single brackets and
-single Jacobian rows: ``flowlaws.conservation.lie_count.count(..., batched=False)``. Targets (issue 3): two- to
+single Jacobian rows: ``lie_count.count(..., batched=False)``. Targets (issue 3): two- to
 four-layer linear and ReLU networks of widths 2–5 under 1 s each, RoPE attention with 256
 parameters under 30 s. The reference SageMath code of Marcotte et al. (2023) takes 41 s and
 136 s per architecture on 64 threads.

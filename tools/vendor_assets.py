@@ -1,7 +1,7 @@
 """Copy every script the built book needs into ``_vendor/`` so the HTML works offline.
 
 The book's pages would otherwise load MathJax, require.js, the Jupyter widget manager and the
-chart libraries from CDNs (shared/TOOLCHAIN.md). Sources:
+chart libraries from CDNs, which a reader without network cannot reach. Sources:
 
 - MathJax 3, require.js, ``@jupyter-widgets/html-manager``: npm tarballs (``npm pack``, no
   dependency tree is installed: we only need their prebuilt ``dist`` files);

@@ -22,7 +22,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-# sphinx-thebe declares THEBE_JS_URL twice on every page (shared/TOOLCHAIN.md).
+# sphinx-thebe declares THEBE_JS_URL twice on every page (a known sphinx-thebe bug).
 KNOWN_HARMLESS = ("THEBE_JS_URL",)
 TOC_PAGES = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
 

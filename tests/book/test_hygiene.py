@@ -1,4 +1,4 @@
-"""Notebooks are stored clean and follow the book's outline (STYLE.md)."""
+"""Notebooks are stored clean and follow the book's outline (CONTRIBUTING.md)."""
 
 from __future__ import annotations
 

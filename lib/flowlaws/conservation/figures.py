@@ -29,6 +29,16 @@ def _anchor(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(np.exp(np.log(x).mean())), float(np.exp(np.log(y).mean()))
 
 
+def _finish(fig: plt.Figure, ax: plt.Axes, title: str | None, legend_loc: str = "best"
+            ) -> plt.Figure:
+    """Title (if any), legend and a tight layout: the last lines of every one-panel figure."""
+    if title:
+        ax.set_title(title)
+    ax.legend(loc=legend_loc)
+    fig.tight_layout()
+    return fig
+
+
 def plot_power_law(
     ax: plt.Axes,
     x: np.ndarray,
@@ -102,11 +112,7 @@ def plot_lie_dims(counts: Mapping[str, LawCount], title: str | None = None) -> p
     ax.set_xlabel("bracket level (0: Jacobian only)")
     ax.set_ylabel("D − dim of the span  (laws left)")
     ax.xaxis.get_major_locator().set_params(integer=True)
-    if title:
-        ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title)
 
 
 def plot_cosines(
@@ -131,11 +137,7 @@ def plot_cosines(
     ax.set_xscale("log")
     ax.set_xlim(floor, 2.0)
     ax.set_xlabel(r"largest $|\cos(\nabla h, \nabla_\theta f_k(\theta, x))|$")
-    if title:
-        ax.set_title(title)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title, legend_loc="lower right")
 
 
 def plot_counts_vs_closed_form(
@@ -164,11 +166,7 @@ def plot_counts_vs_closed_form(
                 ax.annotate(str(r["sizes"]), (r["closed form"], r["laws"]), fontsize=8)
     ax.set_xlabel("closed form")
     ax.set_ylabel("laws counted (D − Lie dim)")
-    if title:
-        ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title)
 
 
 def plot_conservation_error(
@@ -189,8 +187,4 @@ def plot_conservation_error(
     ax.set_yscale("log")
     ax.set_xlabel("time t  (gradient descent: t = lr · step)")
     ax.set_ylabel(r"$\|h(\theta_t)-h(\theta_0)\|_F \,/\, \|\theta_0\|^2$")
-    if title:
-        ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, title)
