@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from flowlaws.data.files import checked_folder, first_existing
-from flowlaws.data.text import CIFAR10_CLASSES
 
 __all__ = [
+    "CIFAR10_CLASSES",
     "ImageData",
     "digits_images",
     "read_cifar10",
@@ -32,6 +32,9 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "read_image_folder",
 ]
+
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                   "ship", "truck")
 
 
 @dataclass(frozen=True)

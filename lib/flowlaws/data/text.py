@@ -35,7 +35,6 @@ __all__ = [
     "WordCorpus",
     "read_wikitext",
     "read_ptb",
-    "CIFAR10_CLASSES",
 ]
 
 
@@ -241,7 +240,3 @@ def read_ptb(folder: str | Path, *, max_tokens: int | None = None) -> WordCorpus
     :func:`read_wikitext`.
     """
     return _read_word_corpus(folder, PTB_FILES, max_tokens)
-
-
-CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
-                   "ship", "truck")
