@@ -55,8 +55,15 @@ chromium:
 test: env chromium
 	$(PY) -m pytest tests
 
+# As root (containers, cloud machines) Jupyter refuses to start without --allow-root. The port
+# is fixed (no retries), so the address printed first is the one served; LAB_IP=0.0.0.0 serves
+# other machines too. Jupyter then prints the same address with its token: open that one.
+LAB_IP ?= 127.0.0.1
+LAB_PORT ?= 8888
 lab: env
-	$(VENV)/bin/jupyter lab book/
+	@echo "JupyterLab on book/ at http://$(LAB_IP):$(LAB_PORT)/lab (open the ?token= link below; Ctrl-C stops it)"
+	$(VENV)/bin/jupyter lab book/ --ip=$(LAB_IP) --port=$(LAB_PORT) --ServerApp.port_retries=0 \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 lint: env
 	$(VENV)/bin/ruff check lib tests bench tools book

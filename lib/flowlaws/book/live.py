@@ -1,8 +1,11 @@
 """Slider figures, part 3: the live view, one ipywidgets slider per knob in a kernel.
 
-Moving a slider redraws from the grid or, when ``compute`` is given, computes the new point in
-a background thread (chapters cache their runs on disk). Rapid moves never queue stale runs:
-while one point is computed only the latest request is remembered. A progress bar is fed by the
+Each slider is a ``SelectionSlider`` over a list of values that holds every grid value exactly,
+so a grid position always shows its precomputed point. When ``compute`` is given, a few values
+between grid values are offered too (:meth:`~flowlaws.book.sliders.Knob.live_values`); moving
+there computes the new point in a background thread (chapters cache their runs on disk), once:
+a computed point is known from then on. Rapid moves never queue stale runs: while one point is
+computed only the latest request is remembered. A progress bar is fed by the
 library's own loops (:mod:`flowlaws.book.progress`).
 
 Explained in: book/02_percolation/05_dsi.ipynb.
@@ -17,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from flowlaws.book.progress import report_to
-from flowlaws.book.sliders import Key, Knob, SliderGrid, SliderPoint
+from flowlaws.book.sliders import Key, Knob, SliderGrid, SliderPoint, round_key
 from flowlaws.book.vega import render_png
 
 __all__ = [
@@ -26,19 +29,16 @@ __all__ = [
 
 
 def _live_slider(widgets, knob: Knob, free: bool):
-    """One knob's widget: the grid values only, or (``free``) any value in the grid's range."""
-    style = {"description_width": "initial"}
-    common = dict(description=knob.label, continuous_update=False, style=style)
-    if not free or knob.integer:
-        values = knob.live_values() if free else knob.values
-        options = [(f"{v:.4g}", float(v)) for v in values]
-        return widgets.SelectionSlider(options=options, value=knob.default, **common)
-    lo, hi = knob._axis()[0], knob._axis()[-1]
-    step = (hi - lo) / (4 * (len(knob.values) - 1))
-    if knob.log:
-        return widgets.FloatLogSlider(value=knob.default, base=10, min=lo, max=hi, step=step,
-                                      **common)
-    return widgets.FloatSlider(value=knob.default, min=lo, max=hi, step=step, **common)
+    """One knob's widget: its grid values, and (``free``) a few values between them.
+
+    The readout is the value as the text writes it (0.04); the front end moves over the
+    options' index, so it cannot land between them or off a grid value's last bit.
+    """
+    values = knob.live_values() if free else knob.values
+    options = list(zip(knob.labels(values), map(float, values), strict=True))
+    return widgets.SelectionSlider(options=options, value=knob.default, description=knob.label,
+                                   continuous_update=False,
+                                   style={"description_width": "initial"})
 
 
 class LiveFigure:
@@ -54,8 +54,11 @@ class LiveFigure:
         import ipywidgets as widgets
 
         self.grid, self.compute = grid, compute
-        self.known: dict[Key, SliderPoint] = dict(grid.points)
-        self._lock, self._pending, self._busy = threading.Lock(), None, False
+        self.known: dict[Key, SliderPoint] = dict(grid.points)  # keys as round_key gives them
+        self._lock, self._busy = threading.Lock(), False
+        self._pending: Key | None = None  # to compute next
+        self._running: Key | None = None  # being computed
+        self._wanted: Key | None = None  # where the sliders are: the one point to show
         self.sliders = [_live_slider(widgets, k, compute is not None) for k in grid.knobs]
         self.bar = widgets.FloatProgress(min=0.0, max=1.0, layout={"visibility": "hidden"})
         self.status = widgets.HTML()
@@ -83,29 +86,35 @@ class LiveFigure:
         self.status.value = html.escape(self.grid.describe(key))
 
     def request(self, key: Key | float) -> None:
-        """Show ``key``: at once when known, otherwise compute it (the latest request wins)."""
-        key = (float(key),) if np.isscalar(key) else tuple(map(float, key))
-        if key in self.known:
-            self.show(key, self.known[key])
-            return
-        if self.compute is None:
-            return
+        """Show ``key``: at once when known, otherwise compute it (the latest request wins).
+
+        Keys are compared after :func:`~flowlaws.book.sliders.round_key`, so a grid value
+        never computes; a point being computed or computed before is not computed again.
+        """
+        key = round_key((key,) if np.isscalar(key) else key)
         with self._lock:
-            self._pending = key
-            if self._busy:
-                return
-            self._busy = True
-        threading.Thread(target=self._work, daemon=True).start()
+            self._wanted = key
+            point = self.known.get(key)
+            if point is not None or self.compute is None or key == self._running:
+                self._pending = None  # a stale request is dropped, never computed
+                start = False
+            else:
+                self._pending, start, self._busy = key, not self._busy, True
+        if point is not None:
+            self.show(key, point)
+        if start:
+            threading.Thread(target=self._work, daemon=True).start()
 
     def _work(self) -> None:
         while True:
             with self._lock:
                 key, self._pending = self._pending, None
+                self._running = key
                 if key is None:
                     self._busy = False
                     return
             try:
-                self.known[key] = self._computed(key)
+                point = self._computed(key)
             except Exception as error:  # shown to the reader, who can move on
                 what = html.escape(f"{self.grid.describe(key)} failed: {error!r}")
                 self.status.value = f'<span style="color:#b00">{what}</span>'
@@ -113,9 +122,10 @@ class LiveFigure:
             finally:
                 self.bar.layout.visibility = "hidden"
             with self._lock:
-                stale = self._pending is not None
-            if not stale:
-                self.show(key, self.known[key])
+                self.known[key] = point
+                current = self._wanted == key
+            if current:
+                self.show(key, point)
 
     def _computed(self, key: Key) -> SliderPoint:
         start, what = time.monotonic(), html.escape(self.grid.describe(key))

@@ -21,6 +21,8 @@ from flowlaws.book.progress import track
 __all__ = [
     "Key",
     "RESERVED_NAMES",
+    "KEY_DIGITS",
+    "round_key",
     "SliderPoint",
     "Knob",
     "SliderGrid",
@@ -32,6 +34,19 @@ Key = tuple[float, ...]
 
 
 RESERVED_NAMES = ("x", "y", "series", "setting", "caption")  # the fields of the chart's rows
+
+
+KEY_DIGITS = 10  # significant digits a knob's value keeps: grid values, keys and lookups
+
+
+def _rounded(value: float) -> float:
+    return float(f"{float(value):.{KEY_DIGITS}g}")
+
+
+def round_key(key: Sequence[float]) -> Key:
+    """``key`` rounded as the grid rounds its values (:data:`KEY_DIGITS` significant digits),
+    so that a float's last bit (``0.3000000000000001``) finds the grid point ``0.3``."""
+    return tuple(_rounded(v) for v in key)
 
 
 @dataclass
@@ -57,7 +72,8 @@ class Knob:
 
     Attributes:
         name: a Python identifier, the keyword argument of ``compute`` (``"lr"``).
-        values: ``(S,)`` increasing grid values, at least 2.
+        values: ``(S,)`` increasing grid values, at least 2, rounded to :data:`KEY_DIGITS`
+            significant digits (a value written in the text is kept exactly).
         default: the position discussed in the text (snapped to the nearest grid value;
             ``None``: the middle one).
         log: the slider moves evenly in ``log10`` of the value.
@@ -80,6 +96,7 @@ class Knob:
         self.values = np.asarray(self.values, dtype=float)
         if self.values.ndim != 1 or len(self.values) < 2:
             raise ValueError(f"knob {self.name!r} needs at least 2 values, got {self.values}")
+        self.values = np.array([_rounded(v) for v in self.values])
         if np.any(np.diff(self.values) <= 0):
             raise ValueError(f"the values of knob {self.name!r} must increase: {self.values}")
         if self.log and np.any(self.values <= 0):
@@ -126,11 +143,43 @@ class Knob:
         chart prints the knobs' values above the caption instead."""
         return f"{self.label} "
 
-    def live_values(self) -> np.ndarray:
-        """The values an integer knob's live slider offers: the grid and about 3 between."""
-        lo, hi, n = self.values[0], self.values[-1], 4 * (len(self.values) - 1) + 1
-        between = np.geomspace(lo, hi, n) if self.log else np.linspace(lo, hi, n)
-        return np.unique(np.r_[self.values, np.round(between)])
+    def live_values(self, between: int = 3) -> np.ndarray:
+        """The values the live slider offers when off-grid points can be computed.
+
+        Every grid value, exactly, and in each interval up to ``between`` values evenly spaced
+        (in ``log10`` for a log knob), each rounded to the fewest significant digits that
+        keep it within a quarter of that spacing (whole numbers for an integer knob): 0.024,
+        0.028, 0.034 between 0.02 and 0.04; 0.11, 0.125, 0.14 between 0.1 and 0.15.
+        """
+        values = [float(self.values[0])]
+        for lo, hi in zip(self.values[:-1], self.values[1:], strict=True):
+            values += [*_between(lo, hi, between, self.log, self.integer), float(hi)]
+        return np.array(values)
+
+    def labels(self, values: Sequence[float]) -> list[str]:
+        """The live slider's readout of ``values``, as the text writes them (``f"{v:g}"``:
+        0.04, 1e-05; an integer knob's as whole numbers)."""
+        if self.integer:
+            return [str(int(round(v))) for v in values]
+        labels = [f"{v:g}" for v in values]
+        return labels if len(set(labels)) == len(labels) else [f"{v:.{KEY_DIGITS}g}"
+                                                              for v in values]
+
+
+def _between(lo: float, hi: float, n: int, log: bool, integer: bool) -> list[float]:
+    """Up to ``n`` short values strictly between ``lo`` and ``hi`` (see Knob.live_values)."""
+    inside = (np.geomspace(lo, hi, n + 2) if log else np.linspace(lo, hi, n + 2))[1:-1]
+    if integer:
+        return [float(v) for v in np.unique(np.round(inside)) if lo < v < hi]
+    axis = np.log10 if log else float
+    tolerance = (axis(hi) - axis(lo)) / (n + 1) / 4  # a quarter of the even spacing
+
+    def short(v: float) -> float:  # within the tolerance, so the values stay apart and inside
+        fits = (s for d in range(1, KEY_DIGITS + 1)
+                if abs(axis(s := float(f"{v:.{d}g}")) - axis(v)) <= tolerance)
+        return next(fits, _rounded(v))
+
+    return [short(v) for v in inside]
 
 
 @dataclass
@@ -155,7 +204,7 @@ class SliderGrid:
         if not names or len(set(names)) != len(names):
             raise ValueError(f"a grid needs one or more knobs with distinct names, got {names}")
         expected = set(self.keys())
-        self.points = {tuple(map(float, key)): p for key, p in self.points.items()}
+        self.points = {round_key(key): p for key, p in self.points.items()}
         if set(self.points) != expected:
             missing = sorted(expected - set(self.points))[:3]
             raise ValueError(f"the grid must hold every combination of {names}; missing "
