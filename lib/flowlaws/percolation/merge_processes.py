@@ -25,35 +25,88 @@ import numpy as np
 from networkx.utils import UnionFind
 
 __all__ = [
+    "critical_point",
+    "largest_jump",
     "block_jump_sweep",
     "erdos_renyi_curve",
     "block_merge_curve",
     "max_jump",
-    "jump_scaling",
 ]
 
 
-def block_jump_sweep(sizes: list[int], n_runs: int, *, process: str = "block", n: int = 2,
-                     weighting: str = "uniform", seed: int = 0) -> dict[str, list[float]]:
-    """Largest and last one-step jump of ``C_max/N`` over ``n_runs`` runs, for each ``N``.
+def critical_point(process: str, n: int = 2, weighting: str = "uniform") -> float:
+    """The critical point of a process, on its own axis (mean field, ``N → ∞``).
 
-    ``process`` is ``"block"`` (:func:`block_merge_curve` with block size
-    ``n`` and ``weighting``) or ``"er"`` (:func:`erdos_renyi_curve`).
-    Returns lists over ``sizes``: ``N``, ``max_mean``, ``max_sem``, ``last_mean``,
-    ``last_sem`` (the last jump is that of the final merge; for ER the last edge's).
+    - ``"er"``: the giant component of Erdős–Rényi growth appears at ``p = edges/N = 1/2``.
+    - ``"block"``, ``weighting="uniform"`` (Kingman's constant kernel): components stay
+      comparable in size, and one of order ``N`` exists only once ``O(1)`` components are left,
+      at merged fraction ``p = 1``, the end of the axis.
+    - ``"block"``, ``weighting="size"``: choosing ``n`` components with probability ∝ size is
+      adding a random hyperedge on ``n`` vertices. The giant of a random ``n``-uniform hypergraph
+      appears at ``n(n − 1) · edges/N = 1``; until then the components are trees and each edge
+      removes ``n − 1`` of them, so the merged fraction is ``(n − 1) · edges/N = 1/n``
+      (``1/2`` for pairs, as for Erdős–Rényi).
+    """
+    if process == "er":
+        return 0.5
+    if process != "block" or weighting not in ("uniform", "size"):
+        raise ValueError(f"unknown process {process!r} with weighting {weighting!r}")
+    return 1.0 if weighting == "uniform" else 1.0 / n
+
+
+def largest_jump(p: np.ndarray, order: np.ndarray, p_max: float = np.inf) -> tuple[float, float]:
+    """The largest one-step increase of ``order`` among the steps that end at ``p ≤ p_max``,
+    and the ``p`` where it ends. ``(0, nan)`` when no step qualifies."""
+    jumps, ends = np.diff(order), np.asarray(p)[1:]
+    keep = ends <= p_max
+    if not keep.any():
+        return 0.0, float("nan")
+    k = int(np.argmax(np.where(keep, jumps, -np.inf)))
+    return float(jumps[k]), float(ends[k])
+
+
+def _mean_sem(values: list[float]) -> tuple[float, float]:
+    return float(np.mean(values)), float(np.std(values, ddof=1) / math.sqrt(len(values)))
+
+
+def block_jump_sweep(sizes: list[int], n_runs: int, *, process: str = "block", n: int = 2,
+                     weighting: str = "uniform", window: float = 0.95, seed: int = 0
+                     ) -> dict[str, list[float]]:
+    """Jumps of ``C_max/N`` over ``n_runs`` runs, for each ``N``: the whole run and below ``p_c``.
+
+    ``process`` is ``"block"`` (:func:`block_merge_curve` with block size ``n`` and
+    ``weighting``, run to one component) or ``"er"`` (:func:`erdos_renyi_curve`, run until one
+    component is left, so both processes end in the same state). Returns lists over ``sizes``:
+    ``N``; ``max_mean``/``max_sem`` (the largest jump of the whole run); ``max_at`` (the median
+    ``p`` where it happens); ``last_mean``/``last_sem`` (the final merge's, or last edge's, jump);
+    ``window_mean``/``window_sem`` (the largest jump among the steps that end at
+    ``p ≤ window · p_ref``) and ``order_at_window`` (mean ``C_max/N`` there), with ``p_ref`` the
+    process's critical point (:func:`critical_point`).
+    A transition that is discontinuous at its critical point keeps a largest jump of order one
+    in every window around it; a jump that survives only at ``p = 1`` is the last merges.
     """
     if process not in ("block", "er"):
         raise ValueError(f"process must be 'block' or 'er', got {process!r}")
-    out: dict[str, list[float]] = {k: [] for k in ("N", "max_mean", "max_sem", "last_mean",
-                                                   "last_sem")}
+    if not 0 < window <= 1:
+        raise ValueError(f"window must lie in (0, 1], got {window}")
+    p_ref = critical_point(process, n, weighting)
+    keys = ("N", "max_mean", "max_sem", "max_at", "last_mean", "last_sem", "window_mean",
+            "window_sem", "order_at_window")
+    out: dict[str, list[float]] = {k: [] for k in keys}
     for N in sizes:
-        curves = [block_merge_curve(N, n, weighting=weighting, seed=seed + r)[1]
-                  if process == "block" else erdos_renyi_curve(N, seed=seed + r)[1]
+        curves = [block_merge_curve(N, n, weighting=weighting, seed=seed + r)
+                  if process == "block" else erdos_renyi_curve(N, None, seed=seed + r)
                   for r in range(n_runs)]
-        for key, vals in (("max", [max_jump(c) for c in curves]),
-                          ("last", [c[-1] - c[-2] for c in curves])):
-            out[f"{key}_mean"].append(float(np.mean(vals)))
-            out[f"{key}_sem"].append(float(np.std(vals, ddof=1) / math.sqrt(n_runs)))
+        whole = [largest_jump(p, c) for p, c in curves]
+        inside = [largest_jump(p, c, window * p_ref)[0] for p, c in curves]
+        stats = {"max": [j for j, _ in whole], "last": [c[-1] - c[-2] for _, c in curves],
+                 "window": inside}
+        for key, vals in stats.items():
+            out[f"{key}_mean"].append(_mean_sem(vals)[0])
+            out[f"{key}_sem"].append(_mean_sem(vals)[1])
+        out["max_at"].append(float(np.median([at for _, at in whole])))
+        out["order_at_window"].append(float(np.mean(
+            [c[np.searchsorted(p, window * p_ref, side="right") - 1] for p, c in curves])))
         out["N"].append(float(N))
     return out
 
@@ -64,23 +117,28 @@ def _check_size(N: int) -> None:
 
 
 def erdos_renyi_curve(
-    N: int, p_max: float = 1.5, *, seed: int = 0
+    N: int, p_max: float | None = 1.5, *, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(p, C_max/N)`` after each of ``round(p_max N)`` random edges (self-loops allowed).
+    """``(p, C_max/N)`` after each random edge (self-loops allowed), ``p = edges/N``.
 
-    Returns two ``(n_edges + 1,)`` arrays, ``p = edges/N``.
+    ``p_max`` stops after ``round(p_max N)`` edges; ``None`` adds edges until one component is
+    left (about ``N ln N / 2`` of them), the state every merge process ends in. Returns two
+    ``(n_edges + 1,)`` arrays.
     """
     _check_size(N)
-    if p_max <= 0:
-        raise ValueError(f"p_max must be positive, got {p_max}")
+    if p_max is not None and not p_max > 0:
+        raise ValueError(f"p_max must be positive or None, got {p_max}")
     rng = np.random.default_rng(seed)
-    n_edges = int(round(p_max * N))
-    ends = rng.integers(N, size=(n_edges, 2))
-    uf, c_max = UnionFind(range(N)), np.ones(n_edges + 1, dtype=np.int64)
-    for k, (a, b) in enumerate(ends.tolist(), start=1):
-        uf.union(a, b)
-        c_max[k] = max(c_max[k - 1], uf.weights[uf[a]])
-    return np.arange(n_edges + 1) / N, c_max / N
+    uf, c_max = UnionFind(range(N)), [1]
+    chunk = int(round(p_max * N)) if p_max is not None else N  # edges drawn per batch
+    while True:
+        for a, b in rng.integers(N, size=(chunk, 2)).tolist():
+            uf.union(a, b)
+            c_max.append(max(c_max[-1], uf.weights[uf[a]]))
+            if p_max is None and c_max[-1] == N:
+                return np.arange(len(c_max)) / N, np.asarray(c_max) / N
+        if p_max is not None:
+            return np.arange(len(c_max)) / N, np.asarray(c_max) / N
 
 
 def _pick(sizes: np.ndarray, n: int, weighting: str, rng: np.random.Generator) -> np.ndarray:
@@ -116,20 +174,3 @@ def block_merge_curve(
 def max_jump(order: np.ndarray) -> float:
     """The largest one-step increase of an order-parameter curve."""
     return float(np.max(np.diff(order))) if len(order) > 1 else 0.0
-
-
-def jump_scaling(
-    sizes: list[int], *, n_runs: int = 20, n: int = 2, seed: int = 0
-) -> dict[str, np.ndarray]:
-    """Mean and standard error of the largest jump of ``C_max/N`` for each ``N``, both processes.
-
-    Returns ``{"N", "er_mean", "er_sem", "block_mean", "block_sem"}`` (arrays over ``sizes``).
-    """
-    out: dict[str, list[float]] = {k: [] for k in ("er_mean", "er_sem", "block_mean", "block_sem")}
-    for N in sizes:
-        er = [max_jump(erdos_renyi_curve(N, seed=seed + r)[1]) for r in range(n_runs)]
-        bl = [max_jump(block_merge_curve(N, n, seed=seed + r)[1]) for r in range(n_runs)]
-        for name, vals in (("er", er), ("block", bl)):
-            out[f"{name}_mean"].append(float(np.mean(vals)))
-            out[f"{name}_sem"].append(float(np.std(vals, ddof=1) / np.sqrt(n_runs)))
-    return {"N": np.asarray(sizes), **{k: np.asarray(v) for k, v in out.items()}}

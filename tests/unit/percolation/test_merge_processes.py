@@ -38,10 +38,11 @@ def test_block_merge_bookkeeping():
 
 
 def test_block_merge_jumps_stay_order_one_while_er_jumps_shrink():
-    scaling = merge_processes.jump_scaling([256, 4096], n_runs=12, seed=0)
-    assert scaling["er_mean"][1] < 0.6 * scaling["er_mean"][0]
-    assert np.all(scaling["block_mean"] > 0.2)
-    assert scaling["block_mean"][1] > 3 * scaling["er_mean"][1]
+    er = merge_processes.block_jump_sweep([256, 4096], 12, process="er", seed=0)
+    block = merge_processes.block_jump_sweep([256, 4096], 12, process="block", seed=0)
+    assert er["max_mean"][1] < 0.6 * er["max_mean"][0]
+    assert np.all(np.array(block["max_mean"]) > 0.2)
+    assert block["max_mean"][1] > 3 * er["max_mean"][1]
 
 
 def test_size_weighting_and_bad_input():
@@ -51,3 +52,30 @@ def test_size_weighting_and_bad_input():
         merge_processes.block_merge_curve(10, n=1)
     with pytest.raises(ValueError, match="N must be"):
         merge_processes.erdos_renyi_curve(1)
+
+
+def test_jumps_below_the_critical_point_vanish_for_every_process():
+    """Fair comparison: below 0.95 p_c the largest jump shrinks with N for all three kernels,
+    and the uniform kernel's O(1) jump sits at p ≈ 1, its own critical point (the last merges)."""
+    for kw in ({"process": "er"}, {"process": "block"}, {"process": "block", "weighting": "size"}):
+        s = merge_processes.block_jump_sweep([128, 1024], 8, seed=3, **kw)
+        assert s["window_mean"][1] < 0.6 * s["window_mean"][0], kw
+        assert s["order_at_window"][1] < s["order_at_window"][0], kw
+    uniform = merge_processes.block_jump_sweep([1024], 8, process="block", seed=3)
+    assert uniform["max_at"][0] > 0.99 and uniform["max_mean"][0] > 0.2
+    er = merge_processes.block_jump_sweep([1024], 8, process="er", seed=3)
+    assert abs(er["max_at"][0] - merge_processes.critical_point("er")) < 0.2
+    size3 = merge_processes.block_jump_sweep([2048], 4, process="block", n=3, weighting="size")
+    assert abs(size3["max_at"][0] - merge_processes.critical_point("block", 3, "size")) < 0.1
+
+
+def test_largest_jump_counts_only_steps_below_p_max():
+    p, order = np.array([0.0, 0.2, 0.5, 1.0]), np.array([0.1, 0.2, 0.25, 1.0])
+    assert merge_processes.largest_jump(p, order) == (0.75, 1.0)
+    assert merge_processes.largest_jump(p, order, 0.6) == pytest.approx((0.1, 0.2))
+    assert np.isnan(merge_processes.largest_jump(p, order, -1.0)[1])
+
+
+def test_erdos_renyi_until_connected_ends_in_one_component():
+    p, order = merge_processes.erdos_renyi_curve(500, None, seed=2)
+    assert order[-1] == 1.0 and order[-2] < 1.0 and p[-1] > 1.0
