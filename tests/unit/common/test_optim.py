@@ -5,22 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flowlaws.common.models import TwoLayer
 from flowlaws.common.optim import UpdateRule
-from flowlaws.conservation.flow import (
-    mse_loss,
-    parameters_of,
-)
 from flowlaws.conservation.training import train
 
-
-def problem(activation: str = "linear", n: int = 20, seed: int = 0):
-    """A 4-3-2 net on a random linear teacher, float64."""
-    torch.manual_seed(seed)
-    model = TwoLayer(4, 3, 2, activation).double()
-    X = torch.randn(n, 4, dtype=torch.float64)
-    Y = X @ torch.randn(4, 2, dtype=torch.float64)
-    return model, mse_loss(model, X, Y), parameters_of(model)
+from ..problems import problem
 
 
 @pytest.mark.parametrize(

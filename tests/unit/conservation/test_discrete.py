@@ -22,6 +22,8 @@ from flowlaws.conservation.flow import (
 )
 from flowlaws.conservation.training import train
 
+from ..problems import balance, problem
+
 
 @pytest.fixture(scope="module")
 def smoke():
@@ -87,27 +89,9 @@ def test_discretisation_exponents_bundles_the_three_sweeps(smoke) -> None:
         assert sweep.x.shape == sweep.errors.shape
 
 
-def balance(p: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``UᵀU − VVᵀ``, the conserved matrix of the linear two-layer net."""
-    return p["U.weight"].T @ p["U.weight"] - p["V.weight"] @ p["V.weight"].T
-
-
 def unit_balance(p: dict[str, torch.Tensor]) -> torch.Tensor:
     """``‖U[:, i]‖² − ‖V[i, :]‖²``, the per-unit laws of the ReLU net (the diagonal)."""
     return p["U.weight"].pow(2).sum(0) - p["V.weight"].pow(2).sum(1)
-
-
-def laws(p: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {"balance": balance(p)}
-
-
-def problem(activation: str = "linear", n: int = 20, seed: int = 0):
-    """A 4-3-2 net on a random linear teacher, float64."""
-    torch.manual_seed(seed)
-    model = TwoLayer(4, 3, 2, activation).double()
-    X = torch.randn(n, 4, dtype=torch.float64)
-    Y = X @ torch.randn(4, 2, dtype=torch.float64)
-    return model, mse_loss(model, X, Y), parameters_of(model)
 
 
 def test_one_step_identity_of_the_two_layer_net_to_1e12() -> None:

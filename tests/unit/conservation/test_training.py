@@ -6,33 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from flowlaws.common.models import TwoLayer
 from flowlaws.common.optim import DivergenceError
 from flowlaws.conservation.flow import (
     Trajectory,
     conservation_error,
-    mse_loss,
-    parameters_of,
 )
 from flowlaws.conservation.training import gradient_descent, train
 
-
-def balance(p: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``UᵀU − VVᵀ``, the conserved matrix of the linear two-layer net."""
-    return p["U.weight"].T @ p["U.weight"] - p["V.weight"] @ p["V.weight"].T
-
-
-def laws(p: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {"balance": balance(p)}
-
-
-def problem(activation: str = "linear", n: int = 20, seed: int = 0):
-    """A 4-3-2 net on a random linear teacher, float64."""
-    torch.manual_seed(seed)
-    model = TwoLayer(4, 3, 2, activation).double()
-    X = torch.randn(n, 4, dtype=torch.float64)
-    Y = X @ torch.randn(4, 2, dtype=torch.float64)
-    return model, mse_loss(model, X, Y), parameters_of(model)
+from ..problems import balance, laws, problem
 
 
 def test_gradient_descent_keeps_its_old_interface() -> None:
