@@ -47,7 +47,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from flowlaws.book.cache import DEFAULT_DIR, atomic_save, cache_key
+from flowlaws.book.cache import atomic_save, cache_key
+from flowlaws.book.cache import cache_dir as default_cache_dir
 from flowlaws.common.optim import UpdateRule
 from flowlaws.percolation.clusters import cmax, dead_neurons, relative_distance
 
@@ -262,7 +263,7 @@ class GrokRun:
 def run_folder(cfg: GrokConfig, device: torch.device | str = "cpu",
                cache_dir: Path | str | None = None) -> Path:
     """The folder of a run: ``<cache_dir>/grokking-<key of the trajectory's parameters>``."""
-    base = Path(cache_dir) if cache_dir is not None else DEFAULT_DIR
+    base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     return base / f"grokking-{cache_key('grokking', cfg.key_params(torch.device(device)))}"
 
 
