@@ -124,8 +124,20 @@ def forward_cache(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
     V, U = split_params(theta, shape)
     z = torch.einsum(f"rwi,{_inputs(X)}->rnw", V, X)
     h = act(z)
-    e = torch.einsum("row,rnw->rno", U, h) - Y
+    out = torch.einsum("row,rnw->rno", U, h)
+    _check_targets(out, Y)
+    e = out - Y
     return h, e, torch.einsum("row,rno->rnw", U, e) * dact(z)
+
+
+def _check_targets(output: torch.Tensor, Y: torch.Tensor) -> None:
+    """``Y`` must be ``(N, n_out)`` or ``(R, N, n_out)`` for outputs ``(R, N, n_out)``."""
+    if tuple(Y.shape) not in (tuple(output.shape[1:]), tuple(output.shape)):
+        raise ValueError(
+            f"the targets Y have shape {tuple(Y.shape)} but the outputs have shape "
+            f"{tuple(output.shape)} (runs, samples, n_out); Y must be "
+            f"{tuple(output.shape[1:])} or {tuple(output.shape)} (e.g. Y.reshape(-1, 1))"
+        )
 
 
 def weighted_grad(weights: torch.Tensor, cache: tuple, X: torch.Tensor) -> torch.Tensor:
@@ -141,7 +153,11 @@ def ensemble_loss(
 ) -> torch.Tensor:
     """``(R,)`` full-batch losses ``L = (1/2N) Σ_n ‖f(x_n) − y_n‖²``.
 
-    The same loss as :func:`flowlaws.conservation.flow.mse_loss`.
+    The same loss as :func:`flowlaws.conservation.flow.mse_loss`. ``Y`` is ``(N, n_out)`` or
+    ``(R, N, n_out)``; any other shape (``(N,)`` for ``n_out = 1`` would broadcast to an
+    ``N × N`` loss) is a ``ValueError`` naming the shapes.
     """
     # N is the sample axis, -2: X is (N, n_in) shared by the runs or (R, N, n_in) per run
-    return 0.5 * (ensemble_forward(theta, shape, X) - Y).pow(2).sum(dim=(1, 2)) / X.shape[-2]
+    out = ensemble_forward(theta, shape, X)
+    _check_targets(out, Y)
+    return 0.5 * (out - Y).pow(2).sum(dim=(1, 2)) / X.shape[-2]
