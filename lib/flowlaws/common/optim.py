@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
+from flowlaws.common.checks import check_positive, check_positive_ints
+
 __all__ = [
     "OPTIMIZERS",
     "UpdateRule",
@@ -116,10 +118,13 @@ def check_run_args(
     optimizer: str, lr: float, n_steps: int, record_every: int,
     allowed: tuple[str, ...] = OPTIMIZERS,
 ) -> None:
-    """Refuse an unknown optimizer, a non-positive or non-finite ``lr``, or empty runs."""
-    if optimizer not in allowed:
+    """Refuse an unknown optimizer, a non-positive or non-finite ``lr``, or empty runs.
+
+    ``lr`` is a number (numpy scalars included), ``n_steps`` and ``record_every`` positive
+    integers (``np.int64`` included; a float such as ``10.0`` is refused); every message names
+    the argument (:mod:`flowlaws.common.checks`).
+    """
+    if not isinstance(optimizer, str) or optimizer not in allowed:
         raise ValueError(f"optimizer must be one of {allowed}, got {optimizer!r}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be positive, got {lr!r}")
-    if n_steps < 1 or record_every < 1:
-        raise ValueError("n_steps and record_every must be positive")
+    check_positive(lr=lr)
+    check_positive_ints(n_steps=n_steps, record_every=record_every)
