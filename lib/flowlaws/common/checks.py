@@ -26,6 +26,7 @@ __all__ = [
     "check_finite",
     "as_int",
     "as_float",
+    "as_betas",
 ]
 
 
@@ -113,3 +114,17 @@ def check_finite(**values: Any) -> None:
     """Each value a finite real number (Python or numpy scalar), of any sign."""
     for name, value in values.items():
         as_float(name, value)
+
+
+def as_betas(name: str, betas: Any) -> tuple[float, float]:
+    """Adam's ``(β₁, β₂)`` as two floats in ``[0, 1)``, or an error naming ``name``.
+
+    ``β₂ = 1`` would divide by ``1 − β₂ᵗ = 0`` at every step (every run NaN at step 1).
+    """
+    if not isinstance(betas, tuple | list) or len(betas) != 2:
+        raise TypeError(f"{name} must be two numbers (beta1, beta2), got {_shown(betas)}")
+    out = tuple(as_float(f"{name}[{i}]", b, nonnegative=True) for i, b in enumerate(betas))
+    if not all(b < 1 for b in out):
+        raise ValueError(f"{name} must lie in [0, 1), got {out} (beta = 1 divides by "
+                         "1 - beta**t = 0)")
+    return out
