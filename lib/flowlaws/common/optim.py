@@ -32,7 +32,12 @@ from dataclasses import dataclass
 
 import torch
 
-from flowlaws.common.checks import check_positive, check_positive_ints
+from flowlaws.common.checks import (
+    as_betas,
+    check_nonnegative,
+    check_positive,
+    check_positive_ints,
+)
 
 __all__ = [
     "OPTIMIZERS",
@@ -68,6 +73,11 @@ class UpdateRule:
     def __post_init__(self) -> None:
         if self.name not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.name!r}")
+        if not isinstance(self.lr, torch.Tensor):  # a tensor lr (one per run) is the caller's
+            check_positive(lr=self.lr)
+        check_nonnegative(momentum=self.momentum, weight_decay=self.weight_decay)
+        check_positive(eps=self.eps)
+        object.__setattr__(self, "betas", as_betas("betas", self.betas))  # frozen dataclass
 
     def init_state(self, param: torch.Tensor) -> State:
         """The rule's state for one tensor: zeros shaped like ``param`` (empty for SGD)."""

@@ -66,6 +66,10 @@ class DatasetLoss:
         Y: torch.Tensor,
         criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     ) -> None:
+        for name, data in (("X", X), ("Y", Y)):
+            if not isinstance(data, torch.Tensor) or data.dim() == 0:
+                raise TypeError(f"{name} must be a tensor with one row per sample, got "
+                                f"{type(data).__name__}")
         if X.shape[0] != Y.shape[0]:
             raise ValueError(
                 f"X and Y need the same number of rows, got {X.shape[0]} and {Y.shape[0]}"

@@ -132,12 +132,12 @@ def char_dataset(
     characters (default ``block_size``: non-overlapping). The tokenizer defaults to the text's
     own characters (pass one to decode later).
     """
-    if block_size < 1:
-        raise ValueError(f"block_size must be positive, got {block_size}")
+    block_size = as_int("block_size", block_size, minimum=1)
+    stride = block_size if stride is None else as_int("stride", stride, minimum=1)
     ids = (tokenizer or CharTokenizer.from_text(text)).encode(text)
     if ids.numel() < block_size + 1:
         raise ValueError(f"text of {ids.numel()} characters is too short for block {block_size}")
-    windows = ids.unfold(0, block_size + 1, stride or block_size)
+    windows = ids.unfold(0, block_size + 1, stride)
     return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
 
 

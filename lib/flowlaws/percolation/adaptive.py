@@ -47,6 +47,7 @@ from flowlaws.percolation.clusters import (
 from flowlaws.percolation.dsi import finite_runs, relative_variance
 from flowlaws.percolation.ensemble import (
     TwoLayerShape,
+    check_ensemble_inputs,
     ensemble_init,
     forward_cache,
     split_params,
@@ -195,39 +196,14 @@ def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
     as_betas("betas", betas)
     check_positive(eps=eps)
     check_nonnegative(weight_decay=weight_decay)
-    if not (isinstance(theta0, torch.Tensor) and theta0.dim() == 2
-            and theta0.shape[1] == shape.dim and theta0.shape[0] >= 1
-            and theta0.is_floating_point()):
-        raise ValueError(f"theta0 must be a floating (n_runs, {shape.dim}) tensor for {shape}, "
-                         f"got {_describe(theta0)}")
-    if not bool(torch.isfinite(theta0).all()):
-        raise ValueError("theta0 holds NaN or infinite entries")
+    check_ensemble_inputs(theta0, shape, X, Y)
     for name, moment in (("m0", m0), ("v0", v0)):
-        if moment is not None and (not isinstance(moment, torch.Tensor)
-                                   or moment.shape != theta0.shape):
-            raise ValueError(f"{name} must have theta0's shape {tuple(theta0.shape)}, "
-                             f"got {_describe(moment)}")
+        got = getattr(moment, "shape", moment)
+        if moment is not None and (not isinstance(moment, torch.Tensor) or got != theta0.shape):
+            raise ValueError(f"{name} must have theta0's shape {tuple(theta0.shape)}, got {got}")
     if v0 is not None and not bool((v0 >= 0).all()):
         raise ValueError("v0 (second moments) must be non-negative and not NaN")
-    for name, data, width in (("X", X, shape.n_in), ("Y", Y, shape.n_out)):
-        if not (isinstance(data, torch.Tensor) and data.dim() in (2, 3)
-                and data.shape[-1] == width and data.shape[-2] >= 1):
-            raise ValueError(f"{name} must be (N, {width}) or (n_runs, N, {width}) with N >= 1, "
-                             f"got {_describe(data)}")
-        if data.dim() == 3 and data.shape[0] != theta0.shape[0]:
-            raise ValueError(f"{name} holds {data.shape[0]} batches for {theta0.shape[0]} runs")
-        if data.dtype != theta0.dtype:
-            raise TypeError(f"{name} has dtype {data.dtype} but theta0 {theta0.dtype}; convert "
-                            f"with {name}.to(theta0.dtype)")
-    if X.shape[-2] != Y.shape[-2]:
-        raise ValueError(f"X {tuple(X.shape)} and Y {tuple(Y.shape)} need the same samples")
     return batch_size, as_int("seed", seed)
-
-
-def _describe(value: object) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
-    return f"{type(value).__name__}"
 
 
 def merged_ensemble(
