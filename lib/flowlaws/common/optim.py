@@ -43,6 +43,7 @@ __all__ = [
     "OPTIMIZERS",
     "UpdateRule",
     "DivergenceError",
+    "EnsembleDivergenceError",
     "check_run_args",
 ]
 
@@ -122,6 +123,25 @@ class DivergenceError(RuntimeError):
             "lower the learning rate or shorten the run"
         )
         self.step, self.lr, self.loss = step, lr, loss
+
+
+class EnsembleDivergenceError(DivergenceError):
+    """Runs of an ensemble whose loss became NaN or infinite.
+
+    ``runs`` their indices, ``steps`` the step after which each loss was first non-finite,
+    ``step`` the earliest of them and ``lr`` the step size then.
+    """
+
+    def __init__(self, runs: list[int], steps: list[int], n_runs: int, lr: float,
+                 note: str = "") -> None:
+        detail = ", ".join(f"run {r} after step {s}" for r, s in zip(runs[:10], steps[:10],
+                                                                      strict=True))
+        more = f" (and {len(runs) - 10} more)" if len(runs) > 10 else ""
+        RuntimeError.__init__(
+            self, f"{len(runs)} of {n_runs} runs diverged (non-finite loss) with lr={lr:g}: "
+            f"{detail}{more}; lower the learning rate{note}")
+        self.runs, self.steps, self.step, self.lr = runs, steps, min(steps), lr
+        self.loss = float("nan")
 
 
 def check_run_args(

@@ -51,7 +51,7 @@ from torch.nn import functional as F
 from flowlaws.book.cache import atomic_save, cache_key
 from flowlaws.book.cache import cache_dir as default_cache_dir
 from flowlaws.common.checks import as_betas, as_float, as_int
-from flowlaws.common.optim import DivergenceError, UpdateRule
+from flowlaws.common.optim import EnsembleDivergenceError, UpdateRule
 from flowlaws.percolation.clusters import cmax, dead_neurons, relative_distance
 
 __all__ = [
@@ -153,19 +153,9 @@ class GrokConfig:
         return d
 
 
-class GrokDivergenceError(DivergenceError):
-    """Runs of a grokking ensemble whose loss became NaN or infinite: ``runs`` (their
-    indices), ``step`` (the steps taken when it was seen) and ``lr`` (the step size then).
-    The diverged state is not saved: the run folder keeps its last finite checkpoint."""
-
-    def __init__(self, runs: list[int], n_runs: int, step: int, lr: float, target_lr: float,
-                 losses: list[float], folder: Path) -> None:
-        warm = f", warming up to lr={target_lr:g}" if lr != target_lr else ""
-        RuntimeError.__init__(
-            self, f"grokking diverged: run(s) {runs} of {n_runs} have a non-finite loss "
-            f"{losses} after step {step} (lr={lr:g}{warm}); lower lr. The run is not saved as "
-            f"finished: {folder} keeps its last finite checkpoint")
-        self.runs, self.step, self.lr, self.loss = runs, step, lr, losses
+class GrokDivergenceError(EnsembleDivergenceError):
+    """A grokking run whose loss became NaN or infinite (``runs``, ``steps``, ``lr``); it is
+    not saved: the run folder keeps its last finite checkpoint."""
 
 
 def modular_data(p: int, fraction: float, seed: int = 0, device: torch.device | str = "cpu"
@@ -377,11 +367,12 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     bar = tqdm(total=cfg.n_steps, initial=min(start, cfg.n_steps), disable=not progress,
                desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
     t_train, c_train = time.perf_counter(), time.process_time()
+    diverged = torch.full((cfg.n_runs,), -1, device=dev)  # step of a first non-finite loss
     while step < cfg.n_steps:
         for t in params.values():
             t.requires_grad_(True)
         loss, _ = loss_and_accuracy(params, data[0], data[1])
-        _check_finite(loss, cfg, step, folder)
+        diverged = _mark_diverged(diverged, loss, step)  # no sync: checked at checkpoints
         grads = torch.autograd.grad(loss.sum(), list(params.values()))
         for t in params.values():
             t.requires_grad_(False)
@@ -394,7 +385,8 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
             bar.set_postfix(test_acc=f"{np.mean(ckpt['metrics']['test_acc'][-1]):.2f}")
         if step % cfg.checkpoint_every == 0 or step == cfg.n_steps:
             with torch.no_grad():  # never store a diverged state, finished or not
-                _check_finite(loss_and_accuracy(params, data[0], data[1])[0], cfg, step, folder)
+                loss, _ = loss_and_accuracy(params, data[0], data[1])
+            _raise_if_diverged(_mark_diverged(diverged, loss, step), cfg, folder)
             _save(ckpt, path)
         bar.update(1)
         if callback is not None:
@@ -410,14 +402,18 @@ def _lr_at(cfg: GrokConfig, step: int) -> float:  # linear warm-up, then cfg.lr
     return cfg.lr * min(step / cfg.warmup, 1.0) if cfg.warmup > 0 else cfg.lr
 
 
-def _check_finite(loss: torch.Tensor, cfg: GrokConfig, step: int, folder: Path) -> None:
-    """Raise :class:`GrokDivergenceError` if a run's loss (after ``step`` steps) is not finite."""
-    loss = loss.detach()
-    bad = ~torch.isfinite(loss)
-    if bool(bad.any()):
-        runs = torch.nonzero(bad).flatten().tolist()
-        raise GrokDivergenceError(runs, cfg.n_runs, step, _lr_at(cfg, max(step, 1)), cfg.lr,
-                                  [float(loss[r]) for r in runs], folder)
+def _mark_diverged(diverged: torch.Tensor, loss: torch.Tensor, step: int) -> torch.Tensor:
+    return torch.where(~torch.isfinite(loss.detach()) & (diverged < 0), step, diverged)
+
+
+def _raise_if_diverged(diverged: torch.Tensor, cfg: GrokConfig, folder: Path) -> None:
+    runs = torch.nonzero(diverged >= 0).flatten().tolist()
+    if runs:
+        steps = [int(diverged[r]) for r in runs]
+        lr = _lr_at(cfg, max(min(steps), 1))
+        warm = f" (warming up to lr={cfg.lr:g})" if lr != cfg.lr else ""
+        raise GrokDivergenceError(runs, steps, cfg.n_runs, lr, f"{warm}. The run is not saved "
+                                  f"as finished: {folder} keeps its last finite checkpoint")
 
 
 def _adamw(rule: UpdateRule, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],

@@ -187,14 +187,34 @@ def test_numpy_scalars_in_the_config_work_and_give_the_same_run(tmp_path):
 
 def test_a_diverging_run_raises_naming_runs_step_and_lr_and_is_not_saved(tmp_path):
     cfg = GrokConfig(**{**TINY, "lr": 3.0, "warmup": 1}, n_steps=40)
-    with pytest.raises(grokking.GrokDivergenceError, match=r"run\(s\) \[0, 1\] of 2") as info:
+    with pytest.raises(grokking.GrokDivergenceError, match=r"2 of 2 runs diverged") as info:
         grokking.train(cfg, cache_dir=tmp_path, progress=False)
     err = info.value
     assert err.runs == [0, 1] and err.lr == 3.0 and 4 < err.step < 40
-    assert f"after step {err.step} (lr=3)" in str(err)
+    assert f"with lr=3: run 0 after step {err.steps[0]}, run 1 after step" in str(err)
+    assert "not saved as finished" in str(err)
     ckpt = torch.load(grokking.run_folder(cfg, "cpu", tmp_path) / "checkpoint.pt",
                       weights_only=True)
     assert ckpt["step"] < err.step and ckpt["step"] % cfg.checkpoint_every == 0
     assert all(torch.isfinite(t).all() for t in ckpt["params"].values())
     with pytest.raises(grokking.GrokDivergenceError):  # a rerun reports it again
         grokking.train(cfg, cache_dir=tmp_path, progress=False)
+
+
+def test_divergence_is_reported_per_run_with_the_warm_up_lr(tmp_path, monkeypatch):
+    # run 1 alone is broken from the start: an infinite unembedding gives a non-finite loss
+    cfg = GrokConfig(**{**TINY, "lr": 1.0, "warmup": 100, "checkpoint_every": 2}, n_steps=6)
+    real_init = grokking.init_params
+
+    def one_bad_run(c, device="cpu"):
+        params = real_init(c, device)
+        params["W_U"][1] = float("inf")
+        return params
+
+    monkeypatch.setattr(grokking, "init_params", one_bad_run)
+    with pytest.raises(grokking.GrokDivergenceError) as info:
+        grokking.train(cfg, cache_dir=tmp_path, progress=False)
+    err = info.value
+    assert err.runs == [1] and err.steps == [0] and err.step == 0
+    assert "1 of 2 runs diverged" in str(err) and "with lr=0.01" in str(err)
+    assert "warming up to lr=1" in str(err)
