@@ -113,7 +113,9 @@ def _digest(data: bytes) -> str:
 
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:
-    t = t.detach().to("cpu").contiguous()
+    if t.layout != torch.strided:  # sparse tensors: their dense content
+        t = t.to_dense()
+    t = t.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
     if t.is_complex():
         t = torch.view_as_real(t)
     # every dtype (bfloat16, float8, bool included) read as raw bytes
@@ -139,8 +141,6 @@ def _canonical(obj: Any, where: str) -> Any:
     if isinstance(obj, complex | np.complexfloating):
         return {"complex": [_canonical(obj.real, where), _canonical(obj.imag, where)]}
     if isinstance(obj, torch.Tensor):
-        if obj.is_sparse:
-            obj = obj.to_dense()
         return {"tensor": str(obj.dtype), "shape": list(obj.shape),
                 "sha256": _digest(_tensor_bytes(obj))}
     if isinstance(obj, np.ndarray):
@@ -234,6 +234,9 @@ def _encode(obj: Any, where: str) -> Any:
                     "items": [_encode(x, f"{where}[{i}]") for i, x in enumerate(arr.flat)]}
         return {_TAG: kind, "dtype": json.dumps(np.lib.format.dtype_to_descr(arr.dtype)),
                 "shape": list(arr.shape), "data": np.ascontiguousarray(arr).tobytes()}
+    if "<locals>" in type(obj).__qualname__:
+        raise TypeError(f"{where} is a {type(obj).__qualname__}, a class defined inside a "
+                        "function, which a later call cannot find; define it at module level")
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {_TAG: "dataclass", "class": _qualname(obj),
                 "fields": {f.name: _encode(getattr(obj, f.name), f"{where}.{f.name}")
@@ -243,7 +246,7 @@ def _encode(obj: Any, where: str) -> Any:
                 "fields": {k: _encode(v, f"{where}.{k}") for k, v in obj._asdict().items()}}
     if isinstance(obj, dict):
         items = {k: _encode(v, f"{where}[{k!r}]") for k, v in obj.items()}
-        if _TAG in obj or not all(isinstance(k, str | int | float | bool) for k in obj):
+        if _TAG in obj or not all(type(k) in (str, int, float, bool) for k in obj):
             return {_TAG: "dict", "items": [[_encode(k, f"{where} key"), v]
                                             for k, v in zip(obj, items.values(), strict=True)]}
         return items if type(obj) is dict else {_TAG: "dict", "items": list(map(list,

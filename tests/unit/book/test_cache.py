@@ -109,7 +109,8 @@ class _Summary:
     np.float64(2.5),
     np.int32(7),
     _Summary(np.array([1.0, np.nan]), np.float64(0.25)),
-    {"curve": np.linspace(0, 1, 5), "n": np.int64(3), "s": {1, 2}, (1, "a"): [np.bool_(True)]},
+    {"curve": np.linspace(0, 1, 5), "n": np.int64(3), "s": {1, 2}, (1, "a"): [np.bool_(True)],
+     np.float64(0.5): "a numpy key"},
 ], ids=["array", "float64", "int32", "dataclass", "nested"])
 def test_numpy_values_and_dataclasses_load_on_every_later_call(tmp_path, value):
     calls = []
@@ -125,7 +126,8 @@ def test_numpy_values_and_dataclasses_load_on_every_later_call(tmp_path, value):
         if isinstance(value, dict):
             np.testing.assert_array_equal(r["curve"], value["curve"])
             assert r["n"] == 3 and type(r["n"]) is np.int64 and r["s"] == {1, 2}
-            assert r[(1, "a")] == [True]
+            assert r[(1, "a")] == [True] and r[0.5] == "a numpy key"
+            assert any(type(k) is np.float64 for k in r)
         elif isinstance(value, _Summary):
             np.testing.assert_array_equal(r.values, value.values)
             assert r.score == 0.25 and r.note == "ok"
@@ -195,3 +197,12 @@ def test_a_corrupt_entry_is_recomputed_with_a_warning_naming_it(tmp_path, damage
     again = cache.cached("demo", {}, lambda: pytest.fail("the repaired entry is loaded"),
                          tmp_path)
     assert torch.equal(again["x"], torch.arange(5))
+
+
+def test_a_local_class_is_returned_with_a_warning_not_stored(tmp_path):
+    @dataclasses.dataclass
+    class Local:
+        x: int
+
+    with pytest.warns(cache.CacheWarning, match="defined inside a function"):
+        assert cache.cached("demo", {}, lambda: Local(1), tmp_path) == Local(1)
