@@ -32,10 +32,18 @@ from dataclasses import dataclass
 
 import torch
 
+from flowlaws.common.checks import (
+    as_betas,
+    check_nonnegative,
+    check_positive,
+    check_positive_ints,
+)
+
 __all__ = [
     "OPTIMIZERS",
     "UpdateRule",
     "DivergenceError",
+    "EnsembleDivergenceError",
     "check_run_args",
 ]
 
@@ -66,6 +74,11 @@ class UpdateRule:
     def __post_init__(self) -> None:
         if self.name not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.name!r}")
+        if not isinstance(self.lr, torch.Tensor):  # a tensor lr (one per run) is the caller's
+            check_positive(lr=self.lr)
+        check_nonnegative(momentum=self.momentum, weight_decay=self.weight_decay)
+        check_positive(eps=self.eps)
+        object.__setattr__(self, "betas", as_betas("betas", self.betas))  # frozen dataclass
 
     def init_state(self, param: torch.Tensor) -> State:
         """The rule's state for one tensor: zeros shaped like ``param`` (empty for SGD)."""
@@ -112,14 +125,36 @@ class DivergenceError(RuntimeError):
         self.step, self.lr, self.loss = step, lr, loss
 
 
+class EnsembleDivergenceError(DivergenceError):
+    """Runs of an ensemble whose loss became NaN or infinite.
+
+    ``runs`` their indices, ``steps`` the step after which each loss was first non-finite,
+    ``step`` the earliest of them and ``lr`` the step size then.
+    """
+
+    def __init__(self, runs: list[int], steps: list[int], n_runs: int, lr: float,
+                 note: str = "") -> None:
+        detail = ", ".join(f"run {r} after step {s}" for r, s in zip(runs[:10], steps[:10],
+                                                                      strict=True))
+        more = f" (and {len(runs) - 10} more)" if len(runs) > 10 else ""
+        RuntimeError.__init__(
+            self, f"{len(runs)} of {n_runs} runs diverged (non-finite loss) with lr={lr:g}: "
+            f"{detail}{more}; lower the learning rate{note}")
+        self.runs, self.steps, self.step, self.lr = runs, steps, min(steps), lr
+        self.loss = float("nan")
+
+
 def check_run_args(
     optimizer: str, lr: float, n_steps: int, record_every: int,
     allowed: tuple[str, ...] = OPTIMIZERS,
 ) -> None:
-    """Refuse an unknown optimizer, a non-positive or non-finite ``lr``, or empty runs."""
-    if optimizer not in allowed:
+    """Refuse an unknown optimizer, a non-positive or non-finite ``lr``, or empty runs.
+
+    ``lr`` is a number (numpy scalars included), ``n_steps`` and ``record_every`` positive
+    integers (``np.int64`` included; a float such as ``10.0`` is refused); every message names
+    the argument (:mod:`flowlaws.common.checks`).
+    """
+    if not isinstance(optimizer, str) or optimizer not in allowed:
         raise ValueError(f"optimizer must be one of {allowed}, got {optimizer!r}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be positive, got {lr!r}")
-    if n_steps < 1 or record_every < 1:
-        raise ValueError("n_steps and record_every must be positive")
+    check_positive(lr=lr)
+    check_positive_ints(n_steps=n_steps, record_every=record_every)

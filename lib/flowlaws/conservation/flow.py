@@ -66,6 +66,10 @@ class DatasetLoss:
         Y: torch.Tensor,
         criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     ) -> None:
+        for name, data in (("X", X), ("Y", Y)):
+            if not isinstance(data, torch.Tensor) or data.dim() == 0:
+                raise TypeError(f"{name} must be a tensor with one row per sample, got "
+                                f"{type(data).__name__}")
         if X.shape[0] != Y.shape[0]:
             raise ValueError(
                 f"X and Y need the same number of rows, got {X.shape[0]} and {Y.shape[0]}"
@@ -79,6 +83,11 @@ class DatasetLoss:
 
 
 def _half_squared_error(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    if output.shape != target.shape:  # (n, 1) against (n,) would broadcast to an n x n loss
+        raise ValueError(
+            f"the targets Y have shape {tuple(target.shape)} but the model's output has shape "
+            f"{tuple(output.shape)}; give Y the output's shape (e.g. Y.reshape(-1, 1))"
+        )
     return 0.5 * (output - target).pow(2).sum() / output.shape[0]
 
 
@@ -89,7 +98,9 @@ def _token_cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Te
 def mse_loss(model: nn.Module, X: torch.Tensor, Y: torch.Tensor) -> DatasetLoss:
     """``L(θ) = (1/2N) Σ_n ‖f(θ, x_n) − y_n‖²`` as a function of the parameter dict.
 
-    Shapes: ``X`` is ``(N, ...)`` (the model's input), ``Y`` matches the model's output.
+    Shapes: ``X`` is ``(N, ...)`` (the model's input), ``Y`` has exactly the model's output
+    shape: ``(N,)`` targets for an ``(N, 1)`` output are a ``ValueError`` naming both shapes
+    (they would broadcast to an ``N × N`` loss).
     The result also accepts an index tensor for mini-batches (see :class:`DatasetLoss`).
     """
     return DatasetLoss(model, X, Y, _half_squared_error)

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from flowlaws.book.progress import track
+from flowlaws.common.checks import as_int
 from flowlaws.common.optim import DivergenceError, UpdateRule, check_run_args
 from flowlaws.conservation.flow import (
     LawsFn,
@@ -41,13 +42,14 @@ def _batch_sampler(
         raise ValueError("optimizer='sgd' needs a batch_size (optimizer='gd' is full-batch)")
     if batch_size is None:
         return lambda: None
+    batch_size = as_int("batch_size", batch_size, minimum=1)
     n = getattr(loss_fn, "n_samples", None)
     if n is None:
         raise ValueError("mini-batches need a loss with n_samples, e.g. "
                          "flowlaws.conservation.flow.mse_loss")
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(as_int("seed", seed))
     return lambda: torch.randperm(n, generator=generator)[:batch_size].to(device)
 
 

@@ -1,4 +1,4 @@
-"""Checked paths for the data readers: a folder or file that is missing is named.
+"""Checked paths for the data readers: a folder or file that is missing or unreadable is named.
 
 Explained in: book/01_conservation/06_real_data.ipynb.
 """
@@ -10,6 +10,8 @@ from pathlib import Path
 __all__ = [
     "checked_folder",
     "first_existing",
+    "unreadable",
+    "not_utf8",
 ]
 
 
@@ -27,3 +29,22 @@ def first_existing(folder: Path, names: Sequence[str]) -> Path:
         if (folder / name).is_file():
             return folder / name
     raise FileNotFoundError(f"none of {list(names)} found in {folder}")
+
+
+def unreadable(path: Path, what: str, error: BaseException) -> ValueError:
+    """The error for a file that exists but cannot be read (truncated, damaged), naming it.
+
+    Raise it ``from error``: the original exception stays attached.
+    """
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    reason = f"{type(error).__name__}: {reason}" if reason else type(error).__name__
+    return ValueError(f"{path}: cannot read this {what} ({reason}); the file may be truncated "
+                      "or damaged: download or copy it again")
+
+
+def not_utf8(path: Path, error: UnicodeDecodeError, hint: str = "re-save it as UTF-8"
+             ) -> ValueError:
+    """The error for a text file that is not UTF-8 (a latin-1 CSV, say), naming it and the byte."""
+    bad = error.object[error.start : error.start + 1]
+    return ValueError(f"{path} is not UTF-8 text: byte {bad.hex() or '?'} at offset "
+                      f"{error.start} cannot be decoded ({error.reason}); {hint}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import pickle
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from flowlaws.data.files import checked_folder, first_existing
+from flowlaws.data.files import checked_folder, first_existing, unreadable
 
 __all__ = [
     "CIFAR10_CLASSES",
@@ -74,14 +75,51 @@ class _ArrayUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> object:
         if (module, name) not in self._allowed:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data file")
+            raise _Refused(f"refusing to load {module}.{name} from a data file")
         return super().find_class(*self._allowed[(module, name)])
 
 
-def _unpickle(path: Path) -> dict:
-    with path.open("rb") as f:
-        batch = _ArrayUnpickler(f, encoding="bytes").load()
-    return {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
+class _Refused(pickle.UnpicklingError):
+    """A pickle that asks for something else than arrays and containers."""
+
+
+def _unpickle(path: Path, keys: tuple[str, ...]) -> dict:
+    """The dict pickled in ``path`` (bytes keys decoded); a damaged file or one without
+    ``keys`` is a ``ValueError`` naming it."""
+    try:
+        with path.open("rb") as f:
+            batch = _ArrayUnpickler(f, encoding="bytes").load()
+    except _Refused as error:
+        raise pickle.UnpicklingError(f"{path}: {error}") from error
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+            IndexError, KeyError, MemoryError) as error:
+        raise unreadable(path, "CIFAR-10 pickle", error) from error
+    if not isinstance(batch, dict):
+        raise ValueError(f"{path}: a CIFAR-10 batch is a pickled dict, got {type(batch).__name__}")
+    batch = {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
+    absent = [k for k in keys if k not in batch]
+    if absent:
+        raise ValueError(f"{path}: no {absent} in this CIFAR-10 batch; it has {sorted(batch)}")
+    return batch
+
+
+def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, 3072)`` uint8 rows and ``(n,)`` labels of one batch, checked against each other."""
+    batch = _unpickle(path, ("data", "labels"))
+    try:
+        data = np.asarray(batch["data"], dtype=np.uint8)
+        labels = np.asarray(batch["labels"], dtype=np.int64)
+    except (TypeError, ValueError) as error:
+        raise unreadable(path, "CIFAR-10 batch", error) from error
+    if data.ndim != 2 or data.shape[1] != 3072:
+        raise ValueError(f"{path}: data must be (n, 3072) rows of 32x32x3 pixels, "
+                         f"got shape {data.shape}")
+    if labels.shape != (len(data),):
+        raise ValueError(f"{path}: {len(data)} images but {labels.size} labels "
+                         f"(labels of shape {labels.shape})")
+    if labels.size and not (0 <= labels.min() and labels.max() < 10):
+        raise ValueError(f"{path}: labels must lie in 0..9, got {labels.min()}..{labels.max()}")
+    return data, labels
 
 
 def read_cifar10(folder: str | Path, *, train: bool = True) -> ImageData:
@@ -100,12 +138,12 @@ def read_cifar10(folder: str | Path, *, train: bool = True) -> ImageData:
     missing = [n for n in names if not (root / n).is_file()]
     if missing:
         raise FileNotFoundError(f"missing {missing} in {root} (the CIFAR-10 python version)")
-    batches = [_unpickle(root / n) for n in names]
-    data = np.concatenate([np.asarray(b["data"], dtype=np.uint8) for b in batches])
-    labels = np.concatenate([np.asarray(b["labels"], dtype=np.int64) for b in batches])
+    batches = [_cifar_batch(root / n) for n in names]
+    data = np.concatenate([b[0] for b in batches])
+    labels = np.concatenate([b[1] for b in batches])
     classes = CIFAR10_CLASSES
     if (root / "batches.meta").is_file():
-        meta = _unpickle(root / "batches.meta")
+        meta = _unpickle(root / "batches.meta", ("label_names",))
         classes = tuple(n.decode() if isinstance(n, bytes) else n for n in meta["label_names"])
     images = torch.from_numpy(data.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0)
     return ImageData(images, torch.from_numpy(labels), classes)
@@ -123,8 +161,11 @@ def read_idx(path: str | Path) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no idx file at {path}")
-    with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
-        raw = f.read()
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+            raw = f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:  # a truncated or damaged .gz
+        raise unreadable(path, "gzipped idx file", error) from error
     if len(raw) < 4 or raw[0:2] != b"\x00\x00" or raw[2] not in _IDX_DTYPES:
         raise ValueError(f"{path} is not an idx file (magic number {raw[:4].hex()})")
     ndim = raw[3]
@@ -172,10 +213,14 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 
 
 def _load_image(path: Path, size: int) -> np.ndarray:
-    from PIL import Image, ImageOps
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
-    with Image.open(path) as img:
-        fitted = ImageOps.fit(img.convert("RGB"), (size, size), Image.Resampling.BILINEAR)
+    try:
+        with Image.open(path) as img:
+            fitted = ImageOps.fit(img.convert("RGB"), (size, size), Image.Resampling.BILINEAR)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        # a truncated JPEG: "image file is truncated"; not an image: UnidentifiedImageError
+        raise unreadable(path, "image", error) from error
     return np.asarray(fitted, dtype=np.float32).transpose(2, 0, 1) / 255.0
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import csv
 import importlib.metadata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from flowlaws.data.files import not_utf8
 
 __all__ = [
     "HEART_FILE",
@@ -82,7 +84,7 @@ def _parse(value: str, column: str, row: int) -> float:
 
 def read_csv_table(path: str | Path, *, target: str,
                    columns: Sequence[str] | None = None,
-                   missing: Sequence[str] = MISSING) -> Table:
+                   missing: Sequence[str] = MISSING, encoding: str = "utf-8-sig") -> Table:
     """A numeric CSV file with a header row, as a :class:`Table`.
 
     Args:
@@ -90,32 +92,53 @@ def read_csv_table(path: str | Path, *, target: str,
         target: the name of the target column.
         columns: the feature columns, in this order (default: every column but ``target``).
         missing: cell values that mean "missing"; rows holding one are dropped and counted.
+        encoding: the file's text encoding (UTF-8 by default; ``"latin-1"`` for older files).
 
-    Raises ``FileNotFoundError`` for a missing file, ``ValueError`` for an unknown column or
-    a cell that is neither a number nor a missing marker.
+    Raises ``FileNotFoundError`` for a missing file, ``ValueError`` naming the file for an
+    unknown or duplicated column, a cell that is neither a number nor a missing marker, or
+    bytes that are not text in ``encoding``.
     """
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"no CSV file at {path}")
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        header = [h.strip() for h in reader.fieldnames or []]
-        reader.fieldnames = header
-        names = [c for c in header if c != target] if columns is None else list(columns)
-        unknown = [c for c in [*names, target] if c not in header]
-        if unknown:
-            raise ValueError(f"{path}: no column(s) {unknown}; the header has {header}")
-        rows, dropped = [], 0
-        for k, row in enumerate(reader, start=2):
-            cells = [row[c].strip() if row[c] is not None else "" for c in [*names, target]]
-            if any(c in missing for c in cells):
-                dropped += 1
-                continue
-            rows.append([_parse(v, c, k) for v, c in zip(cells, [*names, target], strict=True)])
+    try:
+        with path.open(newline="", encoding=encoding) as f:
+            names, rows, dropped = _read_rows(path, csv.reader(f), target, columns, missing)
+    except UnicodeDecodeError as error:
+        if not encoding.lower().startswith("utf"):
+            raise ValueError(f"{path} is not {encoding} text ({error.reason} at offset "
+                             f"{error.start})") from error
+        hint = "re-save it as UTF-8 or pass encoding=... (e.g. 'latin-1')"
+        raise not_utf8(path, error, hint) from error
     if not rows:
         raise ValueError(f"{path}: no complete rows")
     data = torch.tensor(rows, dtype=torch.float32)
     return Table(data[:, :-1], data[:, -1], tuple(names), target, dropped)
+
+
+def _read_rows(path: Path, reader: Iterator[list[str]], target: str,
+               columns: Sequence[str] | None, missing: Sequence[str]
+               ) -> tuple[list[str], list[list[float]], int]:
+    """The feature names, the complete rows (features then target) and the dropped count."""
+    header = [h.strip() for h in next(reader, [])]
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:  # csv.DictReader would silently keep the last column of each name
+        raise ValueError(f"{path}: the header names the column(s) {repeated} more than once")
+    names = [c for c in header if c != target] if columns is None else list(columns)
+    unknown = [c for c in [*names, target] if c not in header]
+    if unknown:
+        raise ValueError(f"{path}: no column(s) {unknown}; the header has {header}")
+    where = [header.index(c) for c in [*names, target]]
+    rows, dropped = [], 0
+    for k, line in enumerate(reader, start=2):
+        if not line:
+            continue  # a blank line, as csv.DictReader skips it
+        cells = [line[i].strip() if i < len(line) else "" for i in where]
+        if any(c in missing for c in cells):
+            dropped += 1
+            continue
+        rows.append([_parse(v, c, k) for v, c in zip(cells, [*names, target], strict=True)])
+    return names, rows, dropped
 
 
 def heart_disease() -> Table:

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from flowlaws.data.files import checked_folder
+from flowlaws.common.checks import as_int
+from flowlaws.data.files import checked_folder, not_utf8
 
 __all__ = [
     "shakespeare_files",
@@ -130,12 +131,12 @@ def char_dataset(
     characters (default ``block_size``: non-overlapping). The tokenizer defaults to the text's
     own characters (pass one to decode later).
     """
-    if block_size < 1:
-        raise ValueError(f"block_size must be positive, got {block_size}")
+    block_size = as_int("block_size", block_size, minimum=1)
+    stride = block_size if stride is None else as_int("stride", stride, minimum=1)
     ids = (tokenizer or CharTokenizer.from_text(text)).encode(text)
     if ids.numel() < block_size + 1:
         raise ValueError(f"text of {ids.numel()} characters is too short for block {block_size}")
-    windows = ids.unfold(0, block_size + 1, stride or block_size)
+    windows = ids.unfold(0, block_size + 1, stride)
     return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
 
 
@@ -187,14 +188,17 @@ def _lines_of_words(path: Path, max_tokens: int | None) -> Iterator[list[str]]:
     """Each non-blank line's words followed by ``<eos>``, stopping after ``max_tokens``."""
     seen = 0
     with path.open(encoding="utf-8") as f:
-        for line in f:
-            words = line.split()
-            if not words:
-                continue
-            yield [*words, EOS]
-            seen += len(words) + 1
-            if max_tokens is not None and seen >= max_tokens:
-                return
+        try:
+            for line in f:
+                words = line.split()
+                if not words:
+                    continue
+                yield [*words, EOS]
+                seen += len(words) + 1
+                if max_tokens is not None and seen >= max_tokens:
+                    return
+        except UnicodeDecodeError as error:
+            raise not_utf8(path, error) from error
 
 
 def _encode_file(path: Path, stoi: dict[str, int], max_tokens: int | None) -> torch.Tensor:
@@ -212,10 +216,15 @@ def _read_word_corpus(
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"missing {missing}; expected {sorted(files.values())} in {root}")
+    if max_tokens is not None:
+        max_tokens = as_int("max_tokens", max_tokens, minimum=1)
     counts = Counter(w for words in _lines_of_words(paths["train"], max_tokens) for w in words)
     vocab = Vocabulary.from_counts(counts)
     stoi = vocab.stoi
     streams = {split: _encode_file(p, stoi, max_tokens) for split, p in paths.items()}
+    empty = [str(paths[split]) for split, ids in streams.items() if ids.numel() == 0]
+    if empty:
+        raise ValueError(f"no words in {empty}: an empty corpus file (a failed download?)")
     return WordCorpus(streams["train"], streams["valid"], streams["test"], vocab)
 
 

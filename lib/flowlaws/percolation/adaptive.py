@@ -30,6 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flowlaws.common.checks import (
+    as_betas,
+    as_float,
+    as_int,
+    check_nonnegative,
+    check_positive,
+)
 from flowlaws.common.optim import UpdateRule, check_run_args
 from flowlaws.percolation.clusters import (
     DEFAULT_DEAD_TOL,
@@ -40,6 +47,7 @@ from flowlaws.percolation.clusters import (
 from flowlaws.percolation.dsi import finite_runs, relative_variance
 from flowlaws.percolation.ensemble import (
     TwoLayerShape,
+    check_ensemble_inputs,
     ensemble_init,
     forward_cache,
     split_params,
@@ -146,8 +154,16 @@ def train_ensemble(
         alpha, truncation: tail index of ``ξ`` and its clipping level (module docstring).
         seed: seeds the noise; the same arguments give the same paths.
         progress: a label to show a ``tqdm.auto`` progress bar over the steps (None: no bar).
+
+    Settings that cannot train (``batch_size=0``, ``betas`` outside ``[0, 1)``, ``eps ≤ 0``,
+    ``alpha`` outside ``(0, 2]``, NaN anywhere, shapes that do not match ``shape``) are refused
+    before the first step with an error naming the argument, instead of every run being
+    marked diverged at step 1.
     """
     check_run_args(optimizer, lr, n_steps, record_every, allowed=OPTIMIZERS)
+    batch_size, seed = _check_settings(theta0, shape, X, Y, batch_size=batch_size, alpha=alpha,
+                                       truncation=truncation, betas=betas, eps=eps,
+                                       weight_decay=weight_decay, seed=seed, m0=m0, v0=v0)
     gen = torch.Generator(device=theta0.device).manual_seed(seed)
     rule = UpdateRule(optimizer, lr, betas=betas, eps=eps, weight_decay=weight_decay)
     zeros = torch.zeros_like(theta0)
@@ -164,6 +180,30 @@ def train_ensemble(
                        progress=progress)
     return AdaptivePath(lr * run.steps.astype(float), run.states["theta"], run.states["m"],
                         run.states["v"], run.diverged_at)
+
+
+def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
+                    Y: torch.Tensor, *, batch_size: int | None, alpha: float, truncation: float,
+                    betas: tuple[float, float], eps: float, weight_decay: float, seed: int,
+                    m0: torch.Tensor | None, v0: torch.Tensor | None) -> tuple[int | None, int]:
+    """Refuse what :func:`train_ensemble` cannot train; returns ``batch_size`` and ``seed``."""
+    if batch_size is not None:
+        batch_size = as_int("batch_size", batch_size, minimum=1)
+    alpha = as_float("alpha", alpha, positive=True)
+    if alpha > 2:
+        raise ValueError(f"alpha must lie in (0, 2], got {alpha:g}")
+    as_float("truncation", truncation, positive=True, finite=False)
+    as_betas("betas", betas)
+    check_positive(eps=eps)
+    check_nonnegative(weight_decay=weight_decay)
+    check_ensemble_inputs(theta0, shape, X, Y)
+    for name, moment in (("m0", m0), ("v0", v0)):
+        got = getattr(moment, "shape", moment)
+        if moment is not None and (not isinstance(moment, torch.Tensor) or got != theta0.shape):
+            raise ValueError(f"{name} must have theta0's shape {tuple(theta0.shape)}, got {got}")
+    if v0 is not None and not bool((v0 >= 0).all()):
+        raise ValueError("v0 (second moments) must be non-negative and not NaN")
+    return batch_size, as_int("seed", seed)
 
 
 def merged_ensemble(

@@ -86,6 +86,18 @@ class KinematicModel:
     capture: float = 0.5
     merge: float = 0.05
 
+    def __post_init__(self) -> None:
+        # refuse a ring on which nothing can move or merge (D = kappa = 0 ran 200,000 idle
+        # steps); imported here to keep this check self-contained
+        from flowlaws.common.checks import as_int, check_nonnegative, check_positive
+
+        object.__setattr__(self, "N", as_int("N", self.N, minimum=2))  # np.int64 -> int
+        check_nonnegative(kappa=self.kappa, D=self.D, capture=self.capture)
+        check_positive(merge=self.merge)
+        if self.kappa == 0 and self.D == 0:
+            raise ValueError("kappa and D are both 0: no particle ever moves, so nothing merges;"
+                             " give kappa > 0 (attraction) or D > 0 (noise)")
+
 
 def _sort_ring(x: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     order = np.argsort(np.where(m > 0, x, np.inf), axis=1)

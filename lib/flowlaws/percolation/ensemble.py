@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from flowlaws.common.checks import as_float, as_int
+
 __all__ = [
     "TwoLayerShape",
     "ensemble_init",
@@ -26,6 +28,7 @@ __all__ = [
     "forward_cache",
     "weighted_grad",
     "ensemble_loss",
+    "check_ensemble_inputs",
 ]
 
 
@@ -45,6 +48,12 @@ class TwoLayerShape:
     n_out: int
     activation: str = "tanh"
 
+    def __post_init__(self) -> None:
+        for name in ("n_in", "width", "n_out"):  # numpy sizes become ints
+            object.__setattr__(self, name, as_int(name, getattr(self, name), minimum=1))
+        if self.activation not in _ACT:
+            raise ValueError(f"activation must be one of {sorted(_ACT)}, got {self.activation!r}")
+
     @property
     def dim(self) -> int:
         """Number of parameters of one network."""
@@ -59,6 +68,8 @@ def ensemble_init(
 
     ``V ~ N(0, scale²/n_in)`` and ``U ~ N(0, scale²/width)``, entrywise.
     """
+    n_runs, seed = as_int("n_runs", n_runs, minimum=1), as_int("seed", seed)
+    scale = as_float("scale", scale)
     g = torch.Generator().manual_seed(seed)
     V = torch.randn(n_runs, shape.width, shape.n_in, generator=g, dtype=dtype)
     U = torch.randn(n_runs, shape.n_out, shape.width, generator=g, dtype=dtype)
@@ -124,8 +135,22 @@ def forward_cache(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
     V, U = split_params(theta, shape)
     z = torch.einsum(f"rwi,{_inputs(X)}->rnw", V, X)
     h = act(z)
-    e = torch.einsum("row,rnw->rno", U, h) - Y
+    out = torch.einsum("row,rnw->rno", U, h)
+    _check_targets(out, Y)
+    e = out - Y
     return h, e, torch.einsum("row,rno->rnw", U, e) * dact(z)
+
+
+def _check_targets(output: torch.Tensor, Y: torch.Tensor) -> None:
+    """``Y`` must be ``(N, n_out)`` or ``(R, N, n_out)`` for outputs ``(R, N, n_out)``."""
+    if not isinstance(Y, torch.Tensor):
+        raise TypeError(f"the targets Y must be a tensor, got {type(Y).__name__}")
+    if tuple(Y.shape) not in (tuple(output.shape[1:]), tuple(output.shape)):
+        raise ValueError(
+            f"the targets Y have shape {tuple(Y.shape)} but the outputs have shape "
+            f"{tuple(output.shape)} (runs, samples, n_out); Y must be "
+            f"{tuple(output.shape[1:])} or {tuple(output.shape)} (e.g. Y.reshape(-1, 1))"
+        )
 
 
 def weighted_grad(weights: torch.Tensor, cache: tuple, X: torch.Tensor) -> torch.Tensor:
@@ -141,7 +166,42 @@ def ensemble_loss(
 ) -> torch.Tensor:
     """``(R,)`` full-batch losses ``L = (1/2N) Σ_n ‖f(x_n) − y_n‖²``.
 
-    The same loss as :func:`flowlaws.conservation.flow.mse_loss`.
+    The same loss as :func:`flowlaws.conservation.flow.mse_loss`. ``Y`` is ``(N, n_out)`` or
+    ``(R, N, n_out)``; any other shape (``(N,)`` for ``n_out = 1`` would broadcast to an
+    ``N × N`` loss) is a ``ValueError`` naming the shapes.
     """
     # N is the sample axis, -2: X is (N, n_in) shared by the runs or (R, N, n_in) per run
-    return 0.5 * (ensemble_forward(theta, shape, X) - Y).pow(2).sum(dim=(1, 2)) / X.shape[-2]
+    out = ensemble_forward(theta, shape, X)
+    _check_targets(out, Y)
+    return 0.5 * (out - Y).pow(2).sum(dim=(1, 2)) / X.shape[-2]
+
+
+def check_ensemble_inputs(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
+                          Y: torch.Tensor) -> None:
+    """Refuse, by name, states and data that do not fit ``shape``: ``theta0`` a finite floating
+    ``(n_runs, dim)`` tensor, ``X`` ``(N, n_in)`` or ``(n_runs, N, n_in)`` and ``Y`` ``(N, n_out)``
+    or ``(n_runs, N, n_out)`` with ``N ≥ 1``, all of ``theta0``'s dtype."""
+    if not (isinstance(theta0, torch.Tensor) and theta0.dim() == 2 and theta0.shape[0] >= 1
+            and theta0.shape[1] == shape.dim and theta0.is_floating_point()):
+        raise ValueError(f"theta0 must be a floating (n_runs, {shape.dim}) tensor for {shape}, "
+                         f"got {_describe(theta0)}")
+    if not bool(torch.isfinite(theta0).all()):
+        raise ValueError("theta0 holds NaN or infinite entries")
+    for name, data, width in (("X", X, shape.n_in), ("Y", Y, shape.n_out)):
+        if not (isinstance(data, torch.Tensor) and data.dim() in (2, 3)
+                and data.shape[-1] == width and data.shape[-2] >= 1):
+            raise ValueError(f"{name} must be (N, {width}) or (n_runs, N, {width}) with N >= 1, "
+                             f"got {_describe(data)}")
+        if data.dim() == 3 and data.shape[0] != theta0.shape[0]:
+            raise ValueError(f"{name} holds {data.shape[0]} batches for {theta0.shape[0]} runs")
+        if data.dtype != theta0.dtype:
+            raise TypeError(f"{name} has dtype {data.dtype} but theta0 {theta0.dtype}; convert "
+                            f"with {name}.to(theta0.dtype)")
+    if X.shape[-2] != Y.shape[-2]:
+        raise ValueError(f"X {tuple(X.shape)} and Y {tuple(Y.shape)} need the same samples")
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return type(value).__name__

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from flowlaws.book.progress import track
-from flowlaws.common.checks import check_positive
+from flowlaws.common.checks import check_positive, check_positive_ints
 
 __all__ = ["EnsembleRecord", "run_ensemble", "divergence_report"]
 
@@ -72,10 +72,8 @@ def run_ensemble(
             :func:`flowlaws.book.progress.report_to` the steps are reported there instead.
     """
     check_positive(max_abs=max_abs)
-    if not isinstance(n_steps, int) or not isinstance(record_every, int):
-        raise TypeError(f"n_steps and record_every must be ints, got {n_steps!r}, {record_every!r}")
-    if n_steps < 1 or record_every < 1:
-        raise ValueError("n_steps and record_every must be positive ints")
+    check_positive_ints(n_steps=n_steps, record_every=record_every)
+    n_steps, record_every = int(n_steps), int(record_every)  # np.int64 counts too
     if "theta" not in state0:
         raise KeyError("the ensemble state needs a 'theta' entry (the parameters)")
     state = {k: v.detach().clone() for k, v in state0.items()}

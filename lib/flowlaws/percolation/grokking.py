@@ -36,6 +36,7 @@ Explained in: book/02_percolation/07_grokking.ipynb
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -47,14 +48,18 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from flowlaws.book.cache import DEFAULT_DIR, atomic_save, cache_key
-from flowlaws.common.optim import UpdateRule
+from flowlaws.book.cache import atomic_save, cache_key
+from flowlaws.book.cache import cache_dir as default_cache_dir
+from flowlaws.common.checks import as_betas, as_float, as_int
+from flowlaws.common.optim import EnsembleDivergenceError, UpdateRule
 from flowlaws.percolation.clusters import cmax, dead_neurons, relative_distance
 
 __all__ = [
     "PARAM_NAMES",
     "METRICS",
+    "DTYPES",
     "GrokConfig",
+    "GrokDivergenceError",
     "modular_data",
     "init_params",
     "forward",
@@ -70,6 +75,9 @@ __all__ = [
 
 PARAM_NAMES = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_in", "b_in", "W_out", "b_out",
                "W_U")
+
+
+DTYPES = ("float32", "float64")
 
 
 METRICS = ("train_acc", "test_acc", "train_loss", "test_loss", "c_max", "nn_distance")
@@ -103,16 +111,37 @@ class GrokConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
+            # refuse what cannot train before any folder is made; numpy scalars become Python
+        # numbers (the config is written as JSON)
+        fix = functools.partial(object.__setattr__, self)  # the dataclass is frozen
         for name in ("p", "d_model", "n_heads", "d_mlp", "n_runs", "log_every",
                      "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            fix(name, as_int(name, getattr(self, name), minimum=1))
+        for name in ("warmup", "n_steps"):
+            fix(name, as_int(name, getattr(self, name), minimum=0))
+        for name in ("seed", "data_seed"):
+            fix(name, as_int(name, getattr(self, name)))
+        if self.p < 2:
+            raise ValueError(f"p must be at least 2, got {self.p}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        fix("fraction", as_float("fraction", self.fraction))
         if not 0 < self.fraction < 1:
             raise ValueError(f"fraction must lie in (0, 1), got {self.fraction}")
-        if self.n_steps < 0:
-            raise ValueError(f"n_steps must be >= 0, got {self.n_steps}")
+        if not 0 < round(self.fraction * self.p**2) < self.p**2:
+            raise ValueError(f"fraction={self.fraction} of p²={self.p**2} pairs leaves an "
+                             "empty training or test set")
+        fix("lr", as_float("lr", self.lr, positive=True))
+        fix("eps", as_float("eps", self.eps, positive=True))
+        fix("weight_decay", as_float("weight_decay", self.weight_decay, nonnegative=True))
+        fix("betas", as_betas("betas", self.betas))
+        tols = self.tols if isinstance(self.tols, tuple | list) else (self.tols,)
+        fix("tols", tuple(as_float(f"tols[{i}]", t, positive=True) for i, t in enumerate(tols)))
+        if not tols or max(self.tols) >= 1:
+            raise ValueError(f"tols must be relative distances in (0, 1), got {self.tols}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r} (half precision "
+                             "overflows in training and underflows AdamW's eps)")
 
     def key_params(self, device: torch.device) -> dict:
         """The parameters that define the trajectory (the run folder's key)."""
@@ -122,6 +151,11 @@ class GrokConfig:
         d["betas"], d["tols"] = list(d["betas"]), list(d["tols"])
         d["device"] = torch.device(device).type
         return d
+
+
+class GrokDivergenceError(EnsembleDivergenceError):
+    """A grokking run whose loss became NaN or infinite (``runs``, ``steps``, ``lr``); it is
+    not saved: the run folder keeps its last finite checkpoint."""
 
 
 def modular_data(p: int, fraction: float, seed: int = 0, device: torch.device | str = "cpu"
@@ -262,7 +296,7 @@ class GrokRun:
 def run_folder(cfg: GrokConfig, device: torch.device | str = "cpu",
                cache_dir: Path | str | None = None) -> Path:
     """The folder of a run: ``<cache_dir>/grokking-<key of the trajectory's parameters>``."""
-    base = Path(cache_dir) if cache_dir is not None else DEFAULT_DIR
+    base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     return base / f"grokking-{cache_key('grokking', cfg.key_params(torch.device(device)))}"
 
 
@@ -309,7 +343,9 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     The checkpoint ``checkpoint.pt`` in :func:`run_folder` is read with
     ``torch.load(..., weights_only=True)``; training restarts from its step. ``callback(step)``
     is called after every step (the tests use it to interrupt a run). A progress bar
-    (``tqdm.auto``) shows the steps and the ensemble's mean test accuracy.
+    (``tqdm.auto``) shows the steps and the ensemble's mean test accuracy. A run whose loss
+    becomes NaN or infinite raises :class:`GrokDivergenceError` (runs, step, lr) and is not
+    saved: the folder keeps its last finite checkpoint.
     """
     from tqdm.auto import tqdm
 
@@ -321,8 +357,9 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     ckpt = _load(path, dev) or _fresh(cfg, dev, data)
     start = ckpt["step"]
     if not path.exists():
+        config_text = json.dumps(cfg.key_params(dev), indent=1)  # fails before the mkdir
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "config.json").write_text(json.dumps(cfg.key_params(dev), indent=1))
+        (folder / "config.json").write_text(config_text)
         _save(ckpt, path)
     params, state, step = ckpt["params"], ckpt["state"], start
     rule = UpdateRule("adamw", cfg.lr, betas=cfg.betas, eps=cfg.eps,
@@ -330,21 +367,26 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     bar = tqdm(total=cfg.n_steps, initial=min(start, cfg.n_steps), disable=not progress,
                desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
     t_train, c_train = time.perf_counter(), time.process_time()
+    diverged = torch.full((cfg.n_runs,), -1, device=dev)  # step of a first non-finite loss
     while step < cfg.n_steps:
         for t in params.values():
             t.requires_grad_(True)
         loss, _ = loss_and_accuracy(params, data[0], data[1])
+        diverged = _mark_diverged(diverged, loss, step)  # no sync: checked at checkpoints
         grads = torch.autograd.grad(loss.sum(), list(params.values()))
         for t in params.values():
             t.requires_grad_(False)
         step += 1
-        lr = cfg.lr * min(step / cfg.warmup, 1.0) if cfg.warmup > 0 else cfg.lr
+        lr = _lr_at(cfg, step)
         _adamw(rule, params, dict(zip(params, grads, strict=True)), state, step, lr)
         ckpt["step"] = step
         if step % cfg.log_every == 0:
             _record(ckpt["metrics"], step, params, data, cfg.tols)
             bar.set_postfix(test_acc=f"{np.mean(ckpt['metrics']['test_acc'][-1]):.2f}")
         if step % cfg.checkpoint_every == 0 or step == cfg.n_steps:
+            with torch.no_grad():  # never store a diverged state, finished or not
+                loss, _ = loss_and_accuracy(params, data[0], data[1])
+            _raise_if_diverged(_mark_diverged(diverged, loss, step), cfg, folder)
             _save(ckpt, path)
         bar.update(1)
         if callback is not None:
@@ -354,6 +396,24 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     per_step = [(time.perf_counter() - t_train) / trained if trained else float("nan"),
                 (time.process_time() - c_train) / trained if trained else float("nan")]
     return _result(cfg, ckpt, folder, start, time.perf_counter() - t0, *per_step)
+
+
+def _lr_at(cfg: GrokConfig, step: int) -> float:  # linear warm-up, then cfg.lr
+    return cfg.lr * min(step / cfg.warmup, 1.0) if cfg.warmup > 0 else cfg.lr
+
+
+def _mark_diverged(diverged: torch.Tensor, loss: torch.Tensor, step: int) -> torch.Tensor:
+    return torch.where(~torch.isfinite(loss.detach()) & (diverged < 0), step, diverged)
+
+
+def _raise_if_diverged(diverged: torch.Tensor, cfg: GrokConfig, folder: Path) -> None:
+    runs = torch.nonzero(diverged >= 0).flatten().tolist()
+    if runs:
+        steps = [int(diverged[r]) for r in runs]
+        lr = _lr_at(cfg, max(min(steps), 1))
+        warm = f" (warming up to lr={cfg.lr:g})" if lr != cfg.lr else ""
+        raise GrokDivergenceError(runs, steps, cfg.n_runs, lr, f"{warm}. The run is not saved "
+                                  f"as finished: {folder} keeps its last finite checkpoint")
 
 
 def _adamw(rule: UpdateRule, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],

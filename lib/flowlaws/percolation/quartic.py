@@ -15,7 +15,7 @@ import torch
 from scipy.special import gammainc
 from scipy.stats import norm
 
-from flowlaws.common.checks import check_positive
+from flowlaws.common.checks import as_int, check_finite, check_positive
 from flowlaws.percolation.sde import Coefficients, euler_maruyama
 
 __all__ = [
@@ -133,7 +133,13 @@ def quartic_collapse(
     ``log θ`` drifts at speed ``μ − ζ²/2`` only, which vanishes at the threshold).
     """
     check_positive(mu=mu, t_final=t_final, dt=dt, threshold=threshold)
+    check_finite(theta0=theta0)
+    n_runs, seed = as_int("n_runs", n_runs, minimum=1), as_int("seed", seed)
+    if not 1 <= t_final / dt <= 1e9:
+        raise ValueError(f"t_final={t_final:g} / dt={dt:g} must be between 1 and 1e9 steps")
     zetas = np.asarray(zetas, dtype=float)
+    if zetas.ndim != 1 or zetas.size == 0 or not np.all(np.isfinite(zetas)):
+        raise ValueError(f"zetas must be a non-empty list of finite noise levels, got {zetas}")
     if np.any(zetas < 0):
         raise ValueError(f"noise levels zeta must be >= 0, got {zetas.tolist()}")
     zeta_col = torch.tensor(np.repeat(zetas, n_runs), dtype=torch.float64)[:, None]

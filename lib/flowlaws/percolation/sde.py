@@ -23,8 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from flowlaws.common.checks import check_nonnegative, check_positive
-from flowlaws.percolation.ensemble import TwoLayerShape, forward_cache, weighted_grad
+from flowlaws.common.checks import as_int, check_nonnegative, check_positive
+from flowlaws.percolation.ensemble import (
+    TwoLayerShape,
+    check_ensemble_inputs,
+    forward_cache,
+    weighted_grad,
+)
 from flowlaws.percolation.ensemble_loop import divergence_report, run_ensemble
 
 __all__ = [
@@ -124,6 +129,7 @@ def euler_maruyama(
     """
     check_positive(dt=dt)
     check_nonnegative(eta=eta, absorb_below=absorb_below)
+    seed = as_int("seed", seed)
     generator = torch.Generator(device=theta0.device).manual_seed(seed)
     scale = math.sqrt(eta * dt)
 
@@ -152,8 +158,7 @@ def sgd_coefficients(
     ``G ξ = Σ_n (ξ_n − ξ̄) g_n / √(N B)`` is the gradient of a randomly reweighted loss, so
     neither ``G`` nor the per-sample gradients are ever formed (:class:`ImplicitNoise`).
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    batch_size = as_int("batch_size", batch_size, minimum=1)
     n = X.shape[0]
     norm = math.sqrt(n * batch_size)
 
@@ -180,6 +185,7 @@ def sgd_sde(
     Shapes: ``theta0`` ``(R, dim)``, ``X`` ``(N, n_in)``, ``Y`` ``(N, n_out)``.
     """
     check_positive(lr=lr)
+    check_ensemble_inputs(theta0, shape, X, Y)
     return euler_maruyama(sgd_coefficients(shape, X, Y, batch_size), theta0, lr, n_steps,
                           eta=lr, seed=seed, record_every=record_every, max_abs=max_abs,
                           progress=progress)
@@ -207,9 +213,9 @@ def sgd_discrete(
     else:
         check_positive(lr=lr)
         step_size = 1.0
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    g = torch.Generator(device=theta0.device).manual_seed(seed)
+    batch_size = as_int("batch_size", batch_size, minimum=1)
+    check_ensemble_inputs(theta0, shape, X, Y)
+    g = torch.Generator(device=theta0.device).manual_seed(as_int("seed", seed))
 
     def coefficients(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.randint(X.shape[0], (theta.shape[0], batch_size), generator=g,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -77,3 +78,20 @@ def test_a_per_run_learning_rate_is_each_runs_own_optimiser() -> None:
 def test_an_unknown_optimiser_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="optimizer must be one of"):
         UpdateRule("rmsprop", 0.1)
+
+
+def test_check_run_args_takes_numpy_scalars_and_names_bad_values():
+    # issue 16: np.int64 / np.float32 were refused with self-contradicting messages and
+    # n_steps=10.0 gave a bare TypeError later
+    from flowlaws.common.optim import check_run_args
+
+    check_run_args("sgd", np.float32(0.1), np.int64(4), np.int64(1))
+    with pytest.raises(TypeError, match="n_steps must be an integer, got 10.0 .*write 10"):
+        check_run_args("sgd", 0.1, 10.0, 1)
+    with pytest.raises(TypeError, match="record_every must be an integer"):
+        check_run_args("sgd", 0.1, 10, True)
+    for lr in (float("nan"), float("inf"), 0.0, -1.0, np.float64("nan")):
+        with pytest.raises(ValueError, match="lr must be a positive finite number"):
+            check_run_args("sgd", lr, 10, 1)
+    with pytest.raises(ValueError, match="n_steps must be a positive integer, got 0"):
+        check_run_args("sgd", 0.1, np.int64(0), 1)

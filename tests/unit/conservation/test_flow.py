@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from flowlaws.conservation.flow import (
@@ -53,3 +54,18 @@ def test_conservation_error_of_a_trajectory_built_by_hand() -> None:
     np.testing.assert_allclose(
         conservation_error(run, balance, relative=False), [0.0, expected * sq_norm]
     )
+
+
+def test_mse_loss_refuses_targets_that_would_broadcast():
+    # issue 16: (n,) targets for an (n, 1) output broadcast to an n x n loss (77.6, not 0)
+    model = TwoLayer(3, 4, 1, bias=False).double()
+    X = torch.randn(10, 3, dtype=torch.float64)
+    with torch.no_grad():
+        Y = model(X)
+    params = parameters_of(model)
+    assert mse_loss(model, X, Y)(params).item() == 0.0
+    loss = mse_loss(model, X, Y[:, 0])
+    with pytest.raises(ValueError, match=r"\(10,\).*\(10, 1\)"):
+        loss(params)
+    with pytest.raises(ValueError, match=r"\(4,\).*\(4, 1\)"):
+        loss(params, torch.arange(4))

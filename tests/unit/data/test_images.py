@@ -128,3 +128,59 @@ def test_image_folder_reader(tmp_path: Path) -> None:
         read_image_folder(tmp_path / "empty")
     with pytest.raises(FileNotFoundError, match="not a folder"):
         read_image_folder(tmp_path / "n01" / "a.png")
+
+
+# issue 16: bad files are refused naming the file
+
+
+def test_a_cifar_batch_with_fewer_labels_than_images_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    write_cifar(folder)
+    batch = pickle.loads((folder / "data_batch_2").read_bytes())
+    batch[b"labels"] = batch[b"labels"][:1]
+    (folder / "data_batch_2").write_bytes(pickle.dumps(batch, protocol=2))
+    with pytest.raises(ValueError, match=r"data_batch_2: 2 images but 1 labels"):
+        read_cifar10(folder)
+
+
+@pytest.mark.parametrize("cut", [0, 10, 300, -5])
+def test_a_truncated_cifar_pickle_names_the_file(tmp_path: Path, cut: int) -> None:
+    folder = tmp_path / "c"
+    write_cifar(folder)
+    raw = (folder / "test_batch").read_bytes()
+    (folder / "test_batch").write_bytes(raw[:cut])
+    with pytest.raises(ValueError, match=r"test_batch: cannot read this CIFAR-10 pickle"):
+        read_cifar10(folder, train=False)
+
+
+def test_a_cifar_batch_without_labels_or_with_bad_rows_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    write_cifar(folder)
+    (folder / "test_batch").write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8)}))
+    with pytest.raises(ValueError, match=r"test_batch: no \['labels'\]"):
+        read_cifar10(folder, train=False)
+    (folder / "test_batch").write_bytes(pickle.dumps(
+        {b"data": np.zeros((2, 100), np.uint8), b"labels": [0, 1]}))
+    with pytest.raises(ValueError, match=r"test_batch: data must be \(n, 3072\)"):
+        read_cifar10(folder, train=False)
+
+
+def test_a_truncated_gz_names_the_file(tmp_path: Path) -> None:
+    raw = gzip.compress(idx_bytes(np.arange(60, dtype=np.uint8).reshape(3, 4, 5), 0x08))
+    for name, data in (("cut.gz", raw[: len(raw) // 2]), ("junk.gz", b"not gzip at all")):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=rf"{name}: cannot read this gzipped idx file"):
+            read_idx(tmp_path / name)
+
+
+def test_a_truncated_jpeg_names_the_file(tmp_path: Path) -> None:
+    cls = tmp_path / "cats"
+    cls.mkdir()
+    Image.new("RGB", (40, 40), (200, 10, 10)).save(cls / "good.jpg")
+    raw = (cls / "good.jpg").read_bytes()
+    (cls / "zbroken.jpg").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match=r"zbroken\.jpg: cannot read this image"):
+        read_image_folder(tmp_path, size=8)
+    (cls / "zbroken.jpg").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"zbroken\.jpg: cannot read this image"):
+        read_image_folder(tmp_path, size=8)

@@ -75,3 +75,34 @@ def test_images_as_table_pools_and_subsamples():
     assert tabular.images_as_table(images, torch.tensor([0, 1, 2])).features.shape == (3, 16)
     with pytest.raises(ValueError):
         tabular.images_as_table(images, torch.tensor([0, 1, 2]), n=5)
+
+
+# issue 16: duplicate columns silently kept the last one; latin-1 gave a bare UnicodeDecodeError
+
+
+def test_duplicate_column_names_are_refused_naming_file_and_column(tmp_path):
+    f = _write(tmp_path / "dup.csv", "a,b,a,y\n1,2,3,0\n")
+    with pytest.raises(ValueError, match=r"dup\.csv.*\['a'\] more than once"):
+        tabular.read_csv_table(f, target="y")
+    g = _write(tmp_path / "dup2.csv", "a, a ,y\n1,2,0\n")  # the same name after stripping
+    with pytest.raises(ValueError, match=r"dup2\.csv.*\['a'\]"):
+        tabular.read_csv_table(g, target="y")
+
+
+def test_a_latin1_csv_names_the_file_and_the_encoding(tmp_path):
+    f = tmp_path / "old.csv"
+    f.write_bytes("temp\u00e9rature,y\n1,0\n2,1\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"old\.csv is not UTF-8 text: byte e9.*latin-1"):
+        tabular.read_csv_table(f, target="y")
+    t = tabular.read_csv_table(f, target="y", encoding="latin-1")
+    assert t.feature_names == ("temp\u00e9rature",) and t.target.tolist() == [0.0, 1.0]
+    late = tmp_path / "late.csv"  # the bad byte far down the file, after many good rows
+    late.write_bytes(b"a,y\n" + b"1,0\n" * 5000 + "\u00e9,1\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"late\.csv is not UTF-8"):
+        tabular.read_csv_table(late, target="y")
+
+
+def test_short_rows_and_blank_lines_read_as_before(tmp_path):
+    f = _write(tmp_path / "t.csv", "a,b,y\n1,2,0\n\n3,4\n5,6,1,99\n")
+    t = tabular.read_csv_table(f, target="y")
+    assert t.features.tolist() == [[1.0, 2.0], [5.0, 6.0]] and t.n_dropped == 1

@@ -87,3 +87,31 @@ def test_word_readers_name_the_missing_files(tmp_path: Path) -> None:
         read_ptb(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"nowhere.*wiki\.train\.tokens"):
         read_wikitext(tmp_path / "nowhere")
+
+
+# issue 16: an empty corpus passed; a file that is not UTF-8 gave a bare UnicodeDecodeError
+
+
+@pytest.mark.parametrize("empty", ["train", "valid", "test"])
+def test_an_empty_ptb_file_is_refused_by_name(tmp_path: Path, empty: str) -> None:
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"ptb.{split}.txt").write_text("" if split == empty else " a b \n")
+    with pytest.raises(ValueError, match=rf"no words in .*ptb\.{empty}\.txt"):
+        read_ptb(tmp_path)
+
+
+def test_all_blank_ptb_is_refused_and_max_tokens_checked(tmp_path: Path) -> None:
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"ptb.{split}.txt").write_text("\n   \n\n")
+    with pytest.raises(ValueError, match="empty corpus"):
+        read_ptb(tmp_path)
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer, got 0"):
+        read_ptb(tmp_path, max_tokens=0)
+
+
+def test_a_latin1_corpus_names_the_file_and_the_byte(tmp_path: Path) -> None:
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"ptb.{split}.txt").write_text(" a b \n")
+    (tmp_path / "ptb.valid.txt").write_bytes("caf\u00e9 au lait\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"ptb\.valid\.txt is not UTF-8 text: byte e9"):
+        read_ptb(tmp_path)

@@ -132,3 +132,56 @@ def test_cmax_cascade_wraps_the_null_test():
     C, R, test = adaptive.cmax_cascade(path.theta, path.times, shape, n_surrogates=9)
     assert C.shape == (6, 65) and R.shape == (65,) and len(test.scores) == 9
     np.testing.assert_allclose(R, C.var(axis=0) / C.mean(axis=0) ** 2)
+
+
+# issue 16: impossible settings were accepted and every run marked diverged at step 1
+
+
+@pytest.mark.parametrize(("change", "error", "pattern"), [
+    ({"batch_size": 0}, ValueError, "batch_size must be a positive integer, got 0"),
+    ({"batch_size": -2}, ValueError, "batch_size must be a positive integer"),
+    ({"batch_size": 4.0}, TypeError, "batch_size must be an integer, got 4.0"),
+    ({"betas": (0.9, 1.0)}, ValueError, r"betas must lie in \[0, 1\)"),
+    ({"betas": (1.0, 0.999)}, ValueError, r"betas must lie in \[0, 1\)"),
+    ({"betas": (float("nan"), 0.9)}, ValueError, r"betas\[0\] must be"),
+    ({"betas": 0.9}, TypeError, "betas must be two numbers"),
+    ({"eps": 0.0}, ValueError, "eps must be a positive finite number"),
+    ({"alpha": 0.0}, ValueError, "alpha must be"),
+    ({"alpha": 2.5}, ValueError, r"alpha must lie in \(0, 2\]"),
+    ({"truncation": 0.0}, ValueError, "truncation must be"),
+    ({"truncation": float("nan")}, ValueError, "truncation must be"),
+    ({"weight_decay": -0.1}, ValueError, "weight_decay must be a non-negative"),
+    ({"lr": float("nan")}, ValueError, "lr must be a positive finite number"),
+    ({"n_steps": 5.0}, TypeError, "n_steps must be an integer"),
+    ({"max_abs": 0.0}, ValueError, "max_abs must be"),
+    ({"v0": -torch.ones(2, SHAPE.dim, dtype=torch.float64)}, ValueError, "v0"),
+    ({"m0": torch.zeros(3, SHAPE.dim, dtype=torch.float64)}, ValueError, "m0 must have"),
+])
+def test_impossible_settings_are_refused_up_front(change, error, pattern):
+    X, Y = _data()
+    theta0 = ensemble.ensemble_init(SHAPE, 2, seed=0)
+    kwargs = {"optimizer": "adam", "lr": 0.01, "n_steps": 3, **change}
+    with pytest.raises(error, match=pattern):
+        adaptive.train_ensemble(theta0, SHAPE, X, Y, **kwargs)
+
+
+def test_bad_shapes_and_dtypes_are_refused_up_front():
+    X, Y = _data()
+    theta0 = ensemble.ensemble_init(SHAPE, 2, seed=0)
+    for bad_theta in (theta0[:, :-1], theta0[0], theta0.float()[:, :3],
+                      torch.full_like(theta0, float("nan"))):
+        with pytest.raises(ValueError, match="theta0"):
+            adaptive.train_ensemble(bad_theta, SHAPE, X, Y, lr=0.01, n_steps=2)
+    for bad_X, bad_Y, name in ((X[:, :2], Y, "X"), (X, Y[:, 0], "Y"), (X[:0], Y[:0], "X"),
+                               (X.float(), Y, "X"), (X, Y[:5], "need the same samples")):
+        with pytest.raises((ValueError, TypeError), match=name):
+            adaptive.train_ensemble(theta0, SHAPE, bad_X, bad_Y, lr=0.01, n_steps=2)
+
+
+def test_numpy_scalars_train_like_python_numbers():
+    X, Y = _data()
+    theta0 = ensemble.ensemble_init(SHAPE, 2, seed=0)
+    a = adaptive.train_ensemble(theta0, SHAPE, X, Y, lr=np.float64(0.01), n_steps=np.int64(5),
+                                batch_size=np.int64(4), seed=np.int64(1))
+    b = adaptive.train_ensemble(theta0, SHAPE, X, Y, lr=0.01, n_steps=5, batch_size=4, seed=1)
+    assert torch.equal(a.theta, b.theta) and a.diverged_at.tolist() == [-1, -1]

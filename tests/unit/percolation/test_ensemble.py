@@ -43,3 +43,19 @@ def test_ensemble_loss_averages_over_samples_for_per_run_data():
     shared = ensemble.ensemble_loss(theta, shape, X, Y)
     per_run = ensemble.ensemble_loss(theta, shape, X.expand(4, 10, 2), Y.expand(4, 10, 1))
     assert torch.allclose(shared, per_run)
+
+
+def test_one_dimensional_targets_are_refused_not_broadcast():
+    # issue 16: Y (n,) against outputs (R, n, 1) gave an n x n loss without complaint
+    shape = ensemble.TwoLayerShape(3, 4, 1)
+    theta = ensemble.ensemble_init(shape, 2, seed=0)
+    X = torch.randn(6, 3, dtype=torch.float64)
+    Y = ensemble.ensemble_forward(theta, shape, X)[0]  # (6, 1): run 0 fits exactly
+    assert ensemble.ensemble_loss(theta, shape, X, Y)[0].item() == 0.0
+    for bad in (Y[:, 0], Y.T, Y[None, :3]):
+        with pytest.raises(ValueError, match=r"targets Y have shape .*\(2, 6, 1\)"):
+            ensemble.ensemble_loss(theta, shape, X, bad)
+        with pytest.raises(ValueError, match="targets Y"):
+            ensemble.per_sample_grads(theta, shape, X, bad)
+    per_run = ensemble.ensemble_forward(theta, shape, X)
+    assert torch.all(ensemble.ensemble_loss(theta, shape, X, per_run) == 0)

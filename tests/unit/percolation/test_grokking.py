@@ -145,3 +145,76 @@ def test_first_step_above():
     steps = np.array([0, 10, 20, 30])
     acc = np.array([[0.1, 0.1], [0.5, 0.2], [0.96, 0.3], [0.99, 0.4]])
     np.testing.assert_array_equal(grokking.first_step_above(steps, acc, 0.95), [20, np.nan])
+
+
+# issue 16: impossible settings refused up front, divergence reported, never saved as finished
+
+
+@pytest.mark.parametrize(("change", "error", "pattern"), [
+    ({"lr": float("nan")}, ValueError, "lr must be a positive finite number, got nan"),
+    ({"lr": 0.0}, ValueError, "lr must be a positive"),
+    ({"lr": -1e-3}, ValueError, "lr must be a positive"),
+    ({"eps": 0.0}, ValueError, "eps must be a positive"),
+    ({"betas": (0.9, 1.0)}, ValueError, r"betas must lie in \[0, 1\)"),
+    ({"betas": (0.9,)}, TypeError, "betas must be two numbers"),
+    ({"weight_decay": float("inf")}, ValueError, "weight_decay must be"),
+    ({"dtype": "float16"}, ValueError, "dtype must be one of"),
+    ({"dtype": "bfloat16"}, ValueError, "dtype must be one of"),
+    ({"n_runs": 2.0}, TypeError, "n_runs must be an integer, got 2.0 .*write 2"),
+    ({"n_runs": 0}, ValueError, "n_runs must be a positive integer, got 0"),
+    ({"n_steps": -1}, ValueError, "n_steps must be a non-negative integer"),
+    ({"tols": (float("nan"),)}, ValueError, r"tols\[0\] must be"),
+    ({"tols": (1.5,)}, ValueError, r"tols must be relative distances in \(0, 1\)"),
+    ({"fraction": 0.01}, ValueError, "empty training or test set"),
+    ({"p": 1}, ValueError, "p must be at least 2"),
+])
+def test_impossible_settings_are_refused_before_any_folder(tmp_path, change, error, pattern):
+    with pytest.raises(error, match=pattern):
+        grokking.train(GrokConfig(**{**TINY, "n_steps": 4, **change}), cache_dir=tmp_path,
+                       progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_numpy_scalars_in_the_config_work_and_give_the_same_run(tmp_path):
+    plain = GrokConfig(**TINY, n_steps=2)
+    numpy = GrokConfig(**{**TINY, "n_runs": np.int64(2), "lr": np.float64(3e-3),
+                          "p": np.int32(7), "fraction": np.float64(0.5)}, n_steps=np.int64(2))
+    assert numpy == plain and type(numpy.n_runs) is int
+    run = grokking.train(numpy, cache_dir=tmp_path, progress=False)
+    assert run.folder == grokking.run_folder(plain, "cpu", tmp_path)
+    assert (run.folder / "config.json").read_text().count('"n_runs": 2') == 1
+
+
+def test_a_diverging_run_raises_naming_runs_step_and_lr_and_is_not_saved(tmp_path):
+    cfg = GrokConfig(**{**TINY, "lr": 3.0, "warmup": 1}, n_steps=40)
+    with pytest.raises(grokking.GrokDivergenceError, match=r"2 of 2 runs diverged") as info:
+        grokking.train(cfg, cache_dir=tmp_path, progress=False)
+    err = info.value
+    assert err.runs == [0, 1] and err.lr == 3.0 and 4 < err.step < 40
+    assert f"with lr=3: run 0 after step {err.steps[0]}, run 1 after step" in str(err)
+    assert "not saved as finished" in str(err)
+    ckpt = torch.load(grokking.run_folder(cfg, "cpu", tmp_path) / "checkpoint.pt",
+                      weights_only=True)
+    assert ckpt["step"] < err.step and ckpt["step"] % cfg.checkpoint_every == 0
+    assert all(torch.isfinite(t).all() for t in ckpt["params"].values())
+    with pytest.raises(grokking.GrokDivergenceError):  # a rerun reports it again
+        grokking.train(cfg, cache_dir=tmp_path, progress=False)
+
+
+def test_divergence_is_reported_per_run_with_the_warm_up_lr(tmp_path, monkeypatch):
+    # run 1 alone is broken from the start: an infinite unembedding gives a non-finite loss
+    cfg = GrokConfig(**{**TINY, "lr": 1.0, "warmup": 100, "checkpoint_every": 2}, n_steps=6)
+    real_init = grokking.init_params
+
+    def one_bad_run(c, device="cpu"):
+        params = real_init(c, device)
+        params["W_U"][1] = float("inf")
+        return params
+
+    monkeypatch.setattr(grokking, "init_params", one_bad_run)
+    with pytest.raises(grokking.GrokDivergenceError) as info:
+        grokking.train(cfg, cache_dir=tmp_path, progress=False)
+    err = info.value
+    assert err.runs == [1] and err.steps == [0] and err.step == 0
+    assert "1 of 2 runs diverged" in str(err) and "with lr=0.01" in str(err)
+    assert "warming up to lr=1" in str(err)
