@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 import torch
 
+from flowlaws.common.models import TwoLayer
 from flowlaws.conservation.flow import (
     DatasetLoss,
     Trajectory,
     conservation_error,
     cross_entropy_loss,
     gradient_flow,
+    mse_loss,
     parameters_of,
 )
 
