@@ -30,7 +30,7 @@ from flowlaws.conservation.laws import (
     _relative_dots,
     _unflatten,
 )
-from flowlaws.conservation.relu_units import activation_pattern, degenerate_units, unit_activity
+from flowlaws.conservation.relu_units import activation_pattern, excess_note, unit_activity
 
 __all__ = [
     "RANK_TOL",
@@ -103,7 +103,7 @@ Scaled = Callable[[Tensor], tuple[Tensor, Tensor]]
 
 
 def _field(f: ModelFn, x: Tensor, c: Tensor) -> Scaled:
-    """The gradient field ``θ ↦ ∇_θ ⟨c, f(θ, x)⟩`` (``x`` a batch of one, ``c`` like the output)."""
+    """The gradient field ``θ ↦ ∇_θ ⟨c, f(θ, x)⟩`` (``x`` a batch, ``c`` like ``f(θ, x)``)."""
     gradient = grad(lambda t: (f(t, x) * c).sum())
 
     def value(theta: Tensor) -> tuple[Tensor, Tensor]:
@@ -131,15 +131,16 @@ def _bracket(X: Scaled, Z: Scaled) -> Scaled:
     return value
 
 
-def _nested(f: ModelFn, theta: Tensor, xs: Tensor, cs: Tensor) -> Tensor:
+def _nested(f: ModelFn, theta: Tensor, X: Tensor, cs: Tensor) -> Tensor:
     """The right-nested bracket ``[X_0, [X_1, … [X_{k-1}, X_k]]](θ)``, divided by its scale.
 
-    ``xs``: ``(k+1, 1, *input)``; ``cs``: ``(k+1, 1, *output)``; the result has shape ``(D,)``
-    and norm at most about one; a bracket that vanishes identically comes out at ~1e-16.
+    Field ``j`` is ``∇_θ ⟨cs[j], f(θ, X)⟩``, a combination over all the inputs ``X``;
+    ``cs``: ``(k+1, n, *output)``; the result has shape ``(D,)`` and norm at most about one;
+    a bracket that vanishes identically comes out at ~1e-16.
     """
-    Z = _field(f, xs[-1], cs[-1])
-    for j in range(xs.shape[0] - 2, -1, -1):
-        Z = _bracket(_field(f, xs[j], cs[j]), Z)
+    Z = _field(f, X, cs[-1])
+    for j in range(cs.shape[0] - 2, -1, -1):
+        Z = _bracket(_field(f, X, cs[j]), Z)
     value, scale = Z(theta)
     return value / scale.clamp_min(torch.finfo(value.dtype).tiny)
 
@@ -156,19 +157,20 @@ def _brackets(
 ) -> Tensor:
     """``n`` random right-nested brackets of ``depth + 1`` fields, shape ``(n, D)``.
 
-    Each field is ``∇_θ ⟨c, f(θ, x)⟩`` with ``x`` drawn from ``X`` and ``c`` Gaussian: the
-    brackets are multilinear in the ``c``'s, so ``n`` random ones span the same space as all
-    of them once ``n`` exceeds the dimension still missing (generically). ``batched=False``
-    evaluates them one at a time in a Python loop (the reference of ``bench/bench_laws.py``).
+    Each field is ``∇_θ ⟨C, f(θ, X)⟩`` with ``C`` Gaussian, one coefficient per input and
+    output: a random combination of the fields of *all* the inputs. Brackets are multilinear
+    in the fields, so ``n`` random ones span the same space as all brackets of single-input
+    fields once ``n`` exceeds the dimension still missing (generically), with no input left
+    out (inputs drawn one per field missed rarely active ReLU regions and could stop a level
+    early). ``batched=False`` evaluates them one at a time in a Python loop (the reference
+    of ``bench/bench_laws.py``).
     """
     # drawn on the CPU generator, then moved: the same seed gives the same count on any device
-    idx = torch.randint(X.shape[0], (n, depth + 1), generator=gen).to(X.device)
-    xs = X[idx][:, :, None]
-    out_shape = f(theta, X[:1]).shape
+    out_shape = f(theta, X).shape
     cs = torch.randn((n, depth + 1, *out_shape), generator=gen, dtype=theta.dtype).to(theta.device)
     if batched:
-        return vmap(lambda a, b: _nested(f, theta, a, b), chunk_size=chunk)(xs, cs)
-    return torch.stack([_nested(f, theta, a, b) for a, b in zip(xs, cs, strict=True)])
+        return vmap(lambda b: _nested(f, theta, X, b), chunk_size=chunk)(cs)
+    return torch.stack([_nested(f, theta, X, b) for b in cs])
 
 
 def _lie_dims(
@@ -371,25 +373,6 @@ def _notes(points: list[_Point], gap: float, min_gap: float, residual: float, co
     return notes
 
 
-def _excess_note(found: LawCount, activity: dict[str, Tensor], n_inputs: int) -> str:
-    """Why ``n_laws > known``: the degenerate ReLU units by name, or the likely causes."""
-    extra = f"{found.n_laws} laws counted, {found.known} known: {found.n_laws - found.known} more"
-    dead, linear = degenerate_units(activity)
-    if dead or linear:
-        named = [f"dead (active on 0 % of the inputs): {', '.join(dead)}"] if dead else []
-        if linear:
-            named.append(f"linear (active on 100 %): {', '.join(linear)}")
-        return (f"{extra}; degenerate ReLU units, each adds laws of this region: "
-                f"{'; '.join(named)}. nondegenerate() redraws a seed without them")
-    if activity:
-        rare = min(float(a.min()) for a in activity.values())
-        if rare < 0.05:
-            return (f"{extra}; no unit is dead or linear, but one is active on only "
-                    f"{100 * rare:.1f} % of the {n_inputs} inputs: give more inputs")
-    return (f"{extra}; too few inputs for the fields to span, a special θ, or laws the "
-            "library does not list (try more inputs and another seed)")
-
-
 def count(
     model: nn.Module,
     inputs: Tensor,
@@ -407,8 +390,9 @@ def count(
     ``W`` is spanned by the fields ``θ ↦ ∇_θ ⟨c, f(θ, x)⟩`` for ``x`` in ``inputs``
     (``(n, *input)``, float32 or float64; computed in float64) and every output direction
     ``c``. Level 0 is the exact Jacobian over ``inputs``; level ``k`` adds ``D − r + 4`` random
-    right-nested brackets of ``k + 1`` fields (``r`` the dimension so far), evaluated in one
-    ``vmap`` by nested forward-mode products. The dimension is read by SVD with the relative
+    right-nested brackets of ``k + 1`` fields (``r`` the dimension so far), each field a
+    random combination over all the inputs, ``∇_θ ⟨C, f(θ, X)⟩``, evaluated in one ``vmap``
+    by nested forward-mode products. The dimension is read by SVD with the relative
     threshold :data:`RANK_TOL`; levels stop when one adds nothing. The first point is the
     model's current parameters, then ``n_points − 1`` random points near it (each tensor
     moved by ``spread`` times its root-mean-square, Gaussian; for ReLU networks, within
@@ -439,5 +423,5 @@ def count(
         result.notes.append("a nearby point left θ's activation region even at 1e-9 of the "
                             "spread: θ lies on a boundary, and that point's count is another's")
     if result.n_laws > result.known:
-        result.notes.append(_excess_note(result, activity, X.shape[0]))
+        result.notes.append(excess_note(result.n_laws, result.known, model, X))
     return result

@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flowlaws.common.models import Deep, SwiGLU, TwoLayer
+from flowlaws.common.models import Deep, MoE, SwiGLU, TwoLayer
 from flowlaws.conservation import laws, lie_count
 from flowlaws.conservation.count_tables import closed_form
 from flowlaws.conservation.relu_units import (
     activation_pattern,
     degenerate_units,
+    idle_weights,
     nondegenerate,
+    twin_units,
     unit_activity,
 )
 
@@ -89,12 +91,54 @@ def test_too_few_inputs_are_named_when_no_unit_is_degenerate() -> None:
     assert any("known" in n and "inputs" in n and "dead" not in n for n in found.notes)
 
 
+def test_units_that_switch_together_are_named() -> None:
+    # units 0 and 1 of layer 2 are active on the same inputs: a width-2 linear block between
+    # layers, three balancedness laws instead of two, so 7 laws where one per unit gives 6
+    X = torch.randn(56, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    torch.manual_seed(1)
+    model = Deep(2, [3, 3], 1, "relu").double()
+    assert twin_units(model, X) == [["hidden1[0]", "hidden1[1]"]]
+    found = lie_count.count(model, X)
+    assert (found.n_laws, found.known) == (7, 6)
+    assert any("same inputs: hidden1[0], hidden1[1]" in n for n in found.notes)
+    assert nondegenerate(lambda: Deep(2, [3, 3], 1, "relu").double(), X, seeds=range(1, 9))[1] > 1
+
+
+@pytest.mark.parametrize(
+    ("seed", "before", "now"), [(2, 9, 7), (20, 7, 6), (29, 8, 6), (38, 12, 10)]
+)
+def test_brackets_of_all_inputs_do_not_stop_a_level_early(seed: int, before: int, now: int) -> None:
+    # with one input drawn per field these read `before` laws (seed 20: dims (11, 11), stopped);
+    # random combinations over all inputs reach the full algebra at the first bracket level
+    torch.manual_seed(seed)
+    model = Deep(2, [3, 3], 1, "relu").double()
+    X = torch.randn(40, 2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    found = lie_count.count(model, X)
+    assert found.dims[0][1] == found.dims[0][-1] == found.n_params - found.n_laws
+    assert found.n_laws == now < before
+
+
+def test_weights_no_input_moves_are_named() -> None:
+    # units hidden0[0] and hidden1[0] are never active together: layers.1.weight[0, 0] is idle
+    X = torch.randn(56, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    torch.manual_seed(2)
+    model = Deep(2, [3, 3], 1, "relu").double()
+    assert idle_weights(model, X) == ["layers.1.weight[0, 0]"]
+    found = lie_count.count(model, X)
+    assert (found.n_laws, found.known) == (7, 6)
+    assert any("weights no input moves (each a law): layers.1.weight[0, 0]" in n
+               for n in found.notes)
+    top1 = MoE(2, 2, 1, 1, top_k=1).double()
+    assert len(idle_weights(top1, torch.randn(9, 2, dtype=torch.float64))) == 4  # the gate
+
+
 # Marcotte et al. (2023): [2, 2, 5, 3] ReLU has 7 laws; deep linear nets their balancedness
 @pytest.mark.parametrize(
     ("n_in", "widths", "n_out", "activation"),
     [
         (2, [2, 5], 3, "relu"),
         (3, [4, 3], 2, "relu"),
+        (2, [3, 3], 1, "relu"),  # stopped a level early with one input per field
         (1, [3], 1, "linear"),
         (2, [2, 2], 2, "linear"),
         (3, [2, 3], 2, "linear"),
