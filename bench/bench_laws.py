@@ -2,10 +2,10 @@
 
 The fast count evaluates each level's brackets in one ``vmap``; the reference is the same
 algorithm (same random fields, same results) with a Python loop over single brackets and
-single Jacobian rows: ``lie_count.count(..., batched=False)``. Targets (issue 3): two- to
-four-layer linear and ReLU networks of widths 2–5 under 1 s each, RoPE attention with 256
-parameters under 30 s. The reference SageMath code of Marcotte et al. (2023) takes 41 s and
-136 s per architecture on 64 threads.
+single Jacobian rows: ``flowlaws.conservation.lie_count.count(..., batched=False)``. Targets
+(issue 3): two- to four-layer linear and ReLU networks of widths 2–5 under 1 s each, RoPE
+attention with 256 parameters under 30 s. The reference SageMath code of Marcotte et al.
+(2023) takes 41 s and 136 s per architecture on 64 threads.
 """
 
 from __future__ import annotations
@@ -17,31 +17,7 @@ import torch
 from bench import best_time, report
 from flowlaws.common.models import Deep, MultiHeadAttention
 from flowlaws.conservation import laws, lie_count
-
-
-def _activity(model: Deep, X: torch.Tensor) -> torch.Tensor:
-    """The fraction of inputs on which each hidden ReLU unit is active, all layers together."""
-    fractions, h = [], X
-    for layer in model.layers[:-1]:
-        z = layer(h)
-        fractions.append((z > 0).double().mean(0))
-        h = torch.relu(z)
-    return torch.cat(fractions)
-
-
-def nondegenerate(n_in: int, widths: list[int], n_out: int, activation: str, X: torch.Tensor):
-    """A ``Deep`` net whose hidden ReLU units are each active on 20–80 % of ``X``.
-
-    Dead units (and units active on every input, which act linearly) are genuine extra laws
-    of their region; the closed form ``Σ widths`` is about the region without them.
-    """
-    for seed in range(10_000):
-        torch.manual_seed(seed)
-        model = Deep(n_in, widths, n_out, activation).double()
-        a = _activity(model, X)
-        if activation != "relu" or ((a > 0.2) & (a < 0.8)).all():
-            return model
-    raise RuntimeError("no non-degenerate initialisation found")
+from flowlaws.conservation.relu_units import nondegenerate
 
 
 def _one(name: str, model: torch.nn.Module, X: torch.Tensor, target_s: float) -> None:
@@ -66,7 +42,10 @@ def main() -> None:
                 n = 3 * width if activation == "linear" else 2 * D + 20
                 gen = torch.Generator().manual_seed(layers * 10 + width)
                 X = torch.randn(n, width, generator=gen, dtype=torch.float64)
-                model = nondegenerate(width, [width] * (layers - 1), width, activation, X)
+                # every ReLU unit active on 20–80 % of X: dead or linear units are extra laws
+                model, _ = nondegenerate(
+                    lambda w=width, k=layers, a=activation: Deep(w, [w] * (k - 1), w, a).double(), X
+                )
                 _one(f"count {activation} {layers} layers width {width} (D={D})", model, X, 1.0)
     torch.manual_seed(0)
     attention = MultiHeadAttention(8, 2, 4, 4, pe="rope").double()

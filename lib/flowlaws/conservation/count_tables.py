@@ -7,11 +7,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import torch
 from torch import Tensor, nn
+from torch.func import jacrev
 
 from flowlaws.book.progress import track
-from flowlaws.common.models import MultiHeadAttention, SwiGLU, TwoLayer
-from flowlaws.conservation.lie_count import count
+from flowlaws.common.models import Deep, MultiHeadAttention, SwiGLU, TwoLayer
+from flowlaws.conservation.laws import _law_vector_fn, _layout
+from flowlaws.conservation.lie_count import _rank, count
 
 __all__ = [
     "COLUMNS",
@@ -28,17 +31,27 @@ def closed_form(model: nn.Module) -> int:
     """The number of independent conservation laws the book's theorems predict for ``model``.
 
     - ``TwoLayer`` ReLU: ``width`` (one rescaling law per hidden unit); GELU, SiLU, tanh: 0.
+    - ``Deep`` ReLU: ``Σ widths``, one law per hidden unit, when no unit is dead or linear on
+      the inputs (:func:`~flowlaws.conservation.relu_units.nondegenerate`).
+    - ``TwoLayer`` and ``Deep``, linear: the rank of the gradients of the balancedness laws
+      ``W_l W_l^T − W_{l+1}^T W_{l+1}`` at a generic point (a fixed Gaussian draw): at most
+      ``Σ n_l(n_l+1)/2`` and less when a layer is too thin for them to be independent
+      (``[1, 3, 1]``: 5, not 6). This one is computed, not a formula.
     - ``SwiGLU``: ``width`` (one law ``‖A[i,:]‖² − ‖C[:,i]‖²`` per hidden unit).
     - ``MultiHeadAttention`` (no PE or sinusoidal): ``heads · (d_k(d_k+1)/2 + d_v(d_v+1)/2)``;
       RoPE: ``heads · (d_k/2 + d_v(d_v+1)/2)``. These assume ``d_k, d_v ≤ d_model`` and at
       least two tokens (with one token the softmax is constant and more laws appear).
 
-    A ``ValueError`` for any other model (the linear network's count is not a single formula).
+    A ``ValueError`` for any other model (``Deep`` with GELU, SiLU or tanh included).
 
     Explained in: book/01_conservation/02_feedforward.ipynb, book/01_conservation/03_attention.ipynb
     """
+    if isinstance(model, (TwoLayer, Deep)) and model.activation == "linear":
+        return _balancedness_rank(model)
     if isinstance(model, TwoLayer) and model.activation in ("relu", "gelu", "silu", "tanh"):
         return model.V.out_features if model.activation == "relu" else 0
+    if isinstance(model, Deep) and model.activation == "relu":
+        return sum(layer.out_features for layer in model.layers[:-1])
     if isinstance(model, SwiGLU):
         return model.A.out_features
     if isinstance(model, MultiHeadAttention):
@@ -46,6 +59,14 @@ def closed_form(model: nn.Module) -> int:
         return model.heads * (qk + model.d_v * (model.d_v + 1) // 2)
     raise ValueError(f"no closed form for {type(model).__name__} "
                      f"{getattr(model, 'activation', '')}".rstrip())
+
+
+def _balancedness_rank(model: nn.Module) -> int:
+    """The rank of the balancedness laws' gradients at a fixed Gaussian point."""
+    theta, layout = _layout(model)
+    generic = torch.randn(theta.shape, generator=torch.Generator().manual_seed(0),
+                          dtype=torch.float64)
+    return _rank(jacrev(_law_vector_fn(model, layout))(generic))[0]
 
 
 def count_table(

@@ -26,6 +26,8 @@ __all__ = [
     "ModelFn",
     "LAW_TOL",
     "invariants",
+    "seed_claims",
+    "seed_claim_fn",
     "LawFn",
     "random_inputs",
     "orthogonality",
@@ -44,6 +46,9 @@ Params = dict[str, Tensor]
 
 
 ModelFn = Callable[[Tensor, Tensor], Tensor]
+
+
+LawFn = Callable[[Params], dict[str, Tensor]]
 
 
 LAW_TOL = 1e-8
@@ -98,16 +103,28 @@ def _attention_laws(model: MultiHeadAttention, p: Params) -> dict[str, Tensor]:
     return out
 
 
-def _moe_laws(model: MoE, p: Params) -> dict[str, Tensor]:
+def _moe_laws(model: MoE, p: Params, seed: bool = False) -> dict[str, Tensor]:
+    """The expert laws, then the gate's: ``Σ_e W_e`` (softmax, or the seed's claim), every
+    entry of ``W`` (top-1), none (normalized sigmoid with two or more experts kept)."""
     out = {}
     for e in range(len(model.experts)):
         out.update(_swiglu_laws(p, f"experts.{e}."))
-    out["gate.sum"] = p["gate.weight"].sum(0)
+    if seed or (model.gate_kind == "softmax" and model.top_k != 1):
+        out["gate.sum"] = p["gate.weight"].sum(0)
+    elif model.top_k == 1:
+        out["gate.weight"] = p["gate.weight"]
     return out
 
 
-def _law_fn(model: nn.Module) -> Callable[[Params], dict[str, Tensor]]:
-    """The seed's invariants of ``model`` as a function of a parameter dict."""
+def _known_model(model: nn.Module) -> bool:
+    return isinstance(model, (TwoLayer, Deep, SwiGLU, MultiHeadAttention, MoE))
+
+
+def _law_fn(model: nn.Module, seed: bool = False) -> Callable[[Params], dict[str, Tensor]]:
+    """The invariants of ``model`` (``seed``: the seed's claims) as a function of a parameter
+    dict; an empty dict for a model the library has no laws for."""
+    if isinstance(model, MoE):
+        return lambda p: _moe_laws(model, p, seed)
     if isinstance(model, TwoLayer):
         return lambda p: _two_layer_laws(model, p)
     if isinstance(model, Deep):
@@ -116,8 +133,6 @@ def _law_fn(model: nn.Module) -> Callable[[Params], dict[str, Tensor]]:
         return _swiglu_laws
     if isinstance(model, MultiHeadAttention):
         return lambda p: _attention_laws(model, p)
-    if isinstance(model, MoE):
-        return lambda p: _moe_laws(model, p)
     return lambda p: {}
 
 
@@ -132,14 +147,38 @@ def invariants(model: nn.Module) -> dict[str, Tensor]:
     - ``MultiHeadAttention``: ``"head{i}.QK" = W_Q[i] W_Q[i]^T − W_K[i] W_K[i]^T``
       (``(d_k, d_k)``; with RoPE instead ``‖W_Q[i][2j:2j+2]‖_F² − ‖W_K[i][2j:2j+2]‖_F²``, shape
       ``(d_k/2,)``) and ``"head{i}.VO" = W_V[i] W_V[i]^T − W_O[i]^T W_O[i]`` (``(d_v, d_v)``).
-    - ``MoE``: ``"experts.{e}.units"`` for each expert and ``"gate.sum" = Σ_e W[e, :]``
-      (``(d_model,)``), as the seed claims for *both* gates (false for the sigmoid gate:
-      see :func:`moe_claims_vs_count`).
+    - ``MoE``: ``"experts.{e}.units"`` for each expert, and the gate's laws, which follow
+      the gate: softmax (dense or top-k, k ≥ 2): ``"gate.sum" = Σ_e W[e, :]``
+      (``(d_model,)``); top-1 (either gate): ``"gate.weight"``, every entry of ``W``
+      (``(experts, d_model)``: no gradient reaches the gate); normalized sigmoid, dense or
+      top-k with k ≥ 2: no gate law. The seed claims ``"gate.sum"`` for every gating:
+      that list is :func:`seed_claims`.
 
+    Any other module (a composite one included): an empty dict, like GELU.
     Units: the square of the weights' units. Explained in: book/01_conservation/02_feedforward.ipynb
     """
-    params = {name: value.detach() for name, value in model.named_parameters()}
-    return _law_fn(model)(params)
+    return _law_fn(model)(_params(model))
+
+
+def seed_claims(model: nn.Module) -> dict[str, Tensor]:
+    """The invariants the seed claims for ``model``: :func:`invariants`, except for ``MoE``.
+
+    For ``MoE`` the seed claims the expert laws and ``"gate.sum" = Σ_e W[e, :]`` for every
+    gate, dense or top-k; that sum is not conserved by the normalized sigmoid gate, and top-1
+    conserves every gate entry (:func:`invariants`). Pass :func:`seed_claim_fn` as
+    ``candidate`` to :func:`orthogonality` or :func:`drift` to test the claims.
+    Explained in: book/01_conservation/04_moe.ipynb
+    """
+    return _law_fn(model, seed=True)(_params(model))
+
+
+def seed_claim_fn(model: nn.Module) -> LawFn:
+    """:func:`seed_claims` as a function of a parameter dict, for ``candidate=``."""
+    return _law_fn(model, seed=True)
+
+
+def _params(model: nn.Module) -> Params:
+    return {name: value.detach() for name, value in model.named_parameters()}
 
 
 def _layout(model: nn.Module) -> tuple[Tensor, list[tuple[str, torch.Size]]]:
@@ -158,9 +197,6 @@ def _model_fn(model: nn.Module, layout: list[tuple[str, torch.Size]]) -> ModelFn
     return lambda theta, x: functional_call(model, _unflatten(theta, layout), (x,))
 
 
-LawFn = Callable[[Params], dict[str, Tensor]]
-
-
 def _law_vector_fn(
     model: nn.Module,
     layout: list[tuple[str, torch.Size]],
@@ -176,6 +212,33 @@ def _law_vector_fn(
         return torch.cat(chosen) if chosen else theta[:0]
 
     return h
+
+
+def _checked_keys(
+    model: nn.Module, theta: Tensor, layout: list, keys: list[str] | None, candidate: LawFn | None
+) -> list[str]:
+    """The law names to check, or a ``ValueError`` when there is nothing to check.
+
+    Refuses a module the library has no laws for (composite modules included) unless a
+    ``candidate`` is given, a model whose known laws are none (GELU, SiLU, tanh), and a key
+    that is not one of the laws' names: each would otherwise read as a law that holds.
+    """
+    if candidate is None and not _known_model(model):
+        raise ValueError(
+            f"no known laws for {type(model).__name__}: the library knows the laws of TwoLayer, "
+            "Deep, SwiGLU, MultiHeadAttention and MoE; pass candidate= to check your own"
+        )
+    laws = _law_fn(model) if candidate is None else candidate
+    names = list(laws(_unflatten(theta, layout)))
+    if not names:
+        what = f"{type(model).__name__} {getattr(model, 'activation', '')}".rstrip()
+        raise ValueError(f"{what} has no {'candidate' if candidate else 'known'} laws: "
+                         "nothing to check (pass candidate= to check your own)")
+    if keys is not None:
+        unknown = [k for k in keys if k not in names]
+        if unknown or not keys:
+            raise ValueError(f"keys must name laws among {names}, got {list(keys)!r}")
+    return names if keys is None else list(keys)
 
 
 def _sample_shape(model: nn.Module) -> tuple[int | None, ...] | None:
@@ -206,8 +269,10 @@ def _check_inputs(model: nn.Module, inputs: Tensor) -> Tensor:
     if not ok or inputs.shape[0] < 1:
         want = "(n, " + ", ".join("tokens" if s is None else str(s) for s in shape) + ")"
         raise ValueError(f"inputs must have shape {want} with n >= 1, got {tuple(inputs.shape)}")
-    device = next(model.parameters()).device
-    return inputs.to(device=device, dtype=torch.float64)
+    first = next(model.parameters(), None)
+    if first is None:
+        raise ValueError(f"model ({type(model).__name__}) has no parameters: nothing to count")
+    return inputs.to(device=first.device, dtype=torch.float64)
 
 
 def random_inputs(model: nn.Module, n: int, tokens: int = 4, seed: int = 0) -> Tensor:
@@ -237,11 +302,15 @@ def _jacobian(f: ModelFn, theta: Tensor, X: Tensor, batched: bool = True) -> Ten
 
 
 def _relative_dots(G: Tensor, J: Tensor) -> float:
-    """``max |⟨g, j⟩| / (‖g‖ ‖j‖)`` over the rows of ``G`` and ``J`` (zero rows skipped)."""
+    """``max |⟨g, j⟩| / (‖g‖ ‖j‖)`` over the rows of ``G`` and ``J`` (zero rows skipped).
+
+    NaN when nothing was compared (no non-zero row in ``G`` or in ``J``): never the 0.0 that
+    reads as "the law holds".
+    """
     G = G[G.norm(dim=1) > 0]
     J = J[J.norm(dim=1) > 0]
     if G.numel() == 0 or J.numel() == 0:
-        return 0.0
+        return math.nan
     dots = (G / G.norm(dim=1, keepdim=True)) @ (J / J.norm(dim=1, keepdim=True)).T
     return float(dots.abs().max())
 
@@ -256,33 +325,46 @@ def orthogonality(
 
     The maximum runs over every scalar entry ``h`` of :func:`invariants` (or of those named in
     ``keys``), every input in ``inputs`` (``(n, *input)``) and every output ``k``, at the
-    model's current parameters, in float64. A dimensionless cosine in ``[0, 1]``; 0.0 when
-    there is no invariant. Around 1e-15 for a law; a false candidate gives ~1e-2 or more.
-    ``candidate`` replaces the seed's invariants by your own: a function from the parameter
-    dict (``model.named_parameters()`` names) to a dict of tensors.
+    model's current parameters, in float64. A dimensionless cosine in ``[0, 1]``. Around
+    1e-15 for a law; a false candidate gives ~1e-2 or more. ``candidate`` replaces
+    :func:`invariants` by your own: a function from the parameter dict
+    (``model.named_parameters()`` names) to a dict of tensors (:func:`seed_claim_fn`: the
+    seed's claims).
+
+    Nothing checked never reads as "holds": a ``ValueError`` when the model has no known laws
+    (GELU; a module that is not one of the library's models, composite ones included) and no
+    ``candidate``, or when a key is not a law's name; NaN when every law gradient or every
+    Jacobian row is zero at ``θ`` (``θ = 0``, say).
 
     Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
     X = _check_inputs(model, inputs)
     theta, layout = _layout(model)
-    h = _law_vector_fn(model, layout, keys, candidate)
+    chosen = _checked_keys(model, theta, layout, keys, candidate)
+    h = _law_vector_fn(model, layout, chosen, candidate)
     with one_thread():
         return _relative_dots(jacrev(h)(theta), _jacobian(_model_fn(model, layout), theta, X))
 
 
-def drift(model: nn.Module, inputs: Tensor, targets: Tensor) -> dict[str, Tensor]:
+def drift(
+    model: nn.Module, inputs: Tensor, targets: Tensor, candidate: LawFn | None = None
+) -> dict[str, Tensor]:
     """``dh/dt = −⟨∇h, ∇L⟩`` for each invariant under the gradient flow of the MSE loss.
 
     ``L(θ) = (1/2n) Σ ‖f(θ, x_n) − y_n‖²`` with ``targets`` (``y``) shaped like the outputs;
     each value has the shape of its invariant. Zero for a law, whatever the data: a non-zero
-    value is a counter-example. Explained in: book/01_conservation/04_moe.ipynb
+    value is a counter-example. The invariants are :func:`invariants`, or ``candidate``'s
+    (:func:`seed_claim_fn`: the seed's claims); a ``ValueError`` for a module the library
+    has no laws for and no ``candidate``. Explained in: book/01_conservation/04_moe.ipynb
     """
     X = _check_inputs(model, inputs)
+    if candidate is None and not _known_model(model):
+        raise ValueError(f"no known laws for {type(model).__name__}: pass candidate=")
     theta, layout = _layout(model)
     f = _model_fn(model, layout)
     loss = lambda t: 0.5 * (f(t, X) - targets.to(X.dtype)).pow(2).sum() / X.shape[0]  # noqa: E731
     g = grad(loss)(theta)
-    laws = _law_fn(model)
+    laws = _law_fn(model) if candidate is None else candidate
     return {
         k: -jvp(lambda t, k=k: laws(_unflatten(t, layout))[k], (theta,), (g,))[1]
         for k in laws(_unflatten(theta, layout))

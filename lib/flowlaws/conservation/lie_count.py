@@ -28,11 +28,14 @@ from flowlaws.conservation.laws import (
     _layout,
     _model_fn,
     _relative_dots,
+    _unflatten,
 )
+from flowlaws.conservation.relu_units import activation_pattern, excess_note, unit_activity
 
 __all__ = [
     "RANK_TOL",
     "MIN_GAP",
+    "MIN_MARGIN",
     "Scaled",
     "LawCount",
     "count",
@@ -47,6 +50,14 @@ MIN_GAP = 1e4
 """A rank is trusted when ``σ_r / σ_{r+1}`` is at least this (``σ_{r+1}`` floored: ``ε σ_max``)."""
 
 
+MIN_MARGIN = 1e2
+"""A rank is trusted when ``σ_r`` is also at least this many times the threshold
+``RANK_TOL · σ_max``: with as many rows as the rank, ``σ_{r+1}`` does not exist, the gap is
+read against the floor ``ε σ_max``, and only the margin tells a weak direction from a law.
+(Measured: 6e5 to 1e9 on the book's small models, 6e4 for MHA(24,4,6,6), 1.4e3 for
+MHA(32,4,8,8); 7.7 for an input scaled by 7e-9, whose gap still read 3.5e7.)"""
+
+
 @dataclass
 class _Span:
     """A running span of row vectors, kept as the ``R`` of a QR (same singular values, ≤ D rows).
@@ -59,28 +70,31 @@ class _Span:
     rows: Tensor
     rank: int = 0
     gap: float = math.inf
+    margin: float = math.inf
 
     def add(self, block: Tensor, tol: float = RANK_TOL, rescale: bool = False) -> None:
         if rescale:
             scale = block.norm(dim=1).pow(2).mean().sqrt()
             block = block / scale if scale > 0 else block
         self.rows = torch.linalg.qr(torch.cat([self.rows, block]), mode="r")[1]
-        self.rank, self.gap = _rank_and_gap(torch.linalg.svdvals(self.rows), tol)
+        self.rank, self.gap, self.margin = _rank_and_gap(torch.linalg.svdvals(self.rows), tol)
 
 
-def _rank_and_gap(S: Tensor, tol: float = RANK_TOL) -> tuple[int, float]:
-    """The numerical rank of singular values ``S`` and the gap ``σ_r / σ_{r+1}`` it was read at."""
+def _rank_and_gap(S: Tensor, tol: float = RANK_TOL) -> tuple[int, float, float]:
+    """The numerical rank of singular values ``S``, the gap ``σ_r / σ_{r+1}`` it was read at,
+    and the margin ``σ_r / (tol · σ_max)`` of the smallest kept value above the threshold."""
     if S.numel() == 0 or S[0] == 0:
-        return 0, math.inf
+        return 0, math.inf, math.inf
     rank = int((S > tol * S[0]).sum())
     floor = torch.finfo(S.dtype).eps * S[0]
     below = S[rank] if rank < S.numel() else S.new_zeros(())
-    return rank, float(S[rank - 1] / torch.maximum(below, floor))
+    gap = float(S[rank - 1] / torch.maximum(below, floor))
+    return rank, gap, float(S[rank - 1] / (tol * S[0]))
 
 
-def _rank(M: Tensor, tol: float = RANK_TOL) -> tuple[int, float]:
+def _rank(M: Tensor, tol: float = RANK_TOL) -> tuple[int, float, float]:
     if M.numel() == 0:
-        return 0, math.inf
+        return 0, math.inf, math.inf
     return _rank_and_gap(torch.linalg.svdvals(M), tol)
 
 
@@ -89,7 +103,7 @@ Scaled = Callable[[Tensor], tuple[Tensor, Tensor]]
 
 
 def _field(f: ModelFn, x: Tensor, c: Tensor) -> Scaled:
-    """The gradient field ``θ ↦ ∇_θ ⟨c, f(θ, x)⟩`` (``x`` a batch of one, ``c`` like the output)."""
+    """The gradient field ``θ ↦ ∇_θ ⟨c, f(θ, x)⟩`` (``x`` a batch, ``c`` like ``f(θ, x)``)."""
     gradient = grad(lambda t: (f(t, x) * c).sum())
 
     def value(theta: Tensor) -> tuple[Tensor, Tensor]:
@@ -117,15 +131,16 @@ def _bracket(X: Scaled, Z: Scaled) -> Scaled:
     return value
 
 
-def _nested(f: ModelFn, theta: Tensor, xs: Tensor, cs: Tensor) -> Tensor:
+def _nested(f: ModelFn, theta: Tensor, X: Tensor, cs: Tensor) -> Tensor:
     """The right-nested bracket ``[X_0, [X_1, … [X_{k-1}, X_k]]](θ)``, divided by its scale.
 
-    ``xs``: ``(k+1, 1, *input)``; ``cs``: ``(k+1, 1, *output)``; the result has shape ``(D,)``
-    and norm at most about one; a bracket that vanishes identically comes out at ~1e-16.
+    Field ``j`` is ``∇_θ ⟨cs[j], f(θ, X)⟩``, a combination over all the inputs ``X``;
+    ``cs``: ``(k+1, n, *output)``; the result has shape ``(D,)`` and norm at most about one;
+    a bracket that vanishes identically comes out at ~1e-16.
     """
-    Z = _field(f, xs[-1], cs[-1])
-    for j in range(xs.shape[0] - 2, -1, -1):
-        Z = _bracket(_field(f, xs[j], cs[j]), Z)
+    Z = _field(f, X, cs[-1])
+    for j in range(cs.shape[0] - 2, -1, -1):
+        Z = _bracket(_field(f, X, cs[j]), Z)
     value, scale = Z(theta)
     return value / scale.clamp_min(torch.finfo(value.dtype).tiny)
 
@@ -142,19 +157,20 @@ def _brackets(
 ) -> Tensor:
     """``n`` random right-nested brackets of ``depth + 1`` fields, shape ``(n, D)``.
 
-    Each field is ``∇_θ ⟨c, f(θ, x)⟩`` with ``x`` drawn from ``X`` and ``c`` Gaussian: the
-    brackets are multilinear in the ``c``'s, so ``n`` random ones span the same space as all
-    of them once ``n`` exceeds the dimension still missing (generically). ``batched=False``
-    evaluates them one at a time in a Python loop (the reference of ``bench/bench_laws.py``).
+    Each field is ``∇_θ ⟨C, f(θ, X)⟩`` with ``C`` Gaussian, one coefficient per input and
+    output: a random combination of the fields of *all* the inputs. Brackets are multilinear
+    in the fields, so ``n`` random ones span the same space as all brackets of single-input
+    fields once ``n`` exceeds the dimension still missing (generically), with no input left
+    out (inputs drawn one per field missed rarely active ReLU regions and could stop a level
+    early). ``batched=False`` evaluates them one at a time in a Python loop (the reference
+    of ``bench/bench_laws.py``).
     """
     # drawn on the CPU generator, then moved: the same seed gives the same count on any device
-    idx = torch.randint(X.shape[0], (n, depth + 1), generator=gen).to(X.device)
-    xs = X[idx][:, :, None]
-    out_shape = f(theta, X[:1]).shape
+    out_shape = f(theta, X).shape
     cs = torch.randn((n, depth + 1, *out_shape), generator=gen, dtype=theta.dtype).to(theta.device)
     if batched:
-        return vmap(lambda a, b: _nested(f, theta, a, b), chunk_size=chunk)(xs, cs)
-    return torch.stack([_nested(f, theta, a, b) for a, b in zip(xs, cs, strict=True)])
+        return vmap(lambda b: _nested(f, theta, X, b), chunk_size=chunk)(cs)
+    return torch.stack([_nested(f, theta, X, b) for b in cs])
 
 
 def _lie_dims(
@@ -165,23 +181,23 @@ def _lie_dims(
     gen: torch.Generator,
     max_depth: int = 6,
     batched: bool = True,
-) -> tuple[list[int], list[float], bool]:
+) -> tuple[list[int], list[tuple[float, float]], bool]:
     """The dimension of the span at ``θ`` after 0, 1, 2, … levels of brackets.
 
     Stops at the first level that adds nothing (at a generic ``θ`` the ranks are locally
     constant, so the span is then closed under brackets) or at ``D``. Returns the dims, the
-    gaps they were read at, and whether it stopped for one of those two reasons.
+    (gap, margin) they were read at, and whether it stopped for one of those two reasons.
     """
     D = theta.numel()
     span = _Span(theta.new_zeros((0, D)))
     span.add(J, rescale=True)
-    dims, gaps = [span.rank], [span.gap]
+    dims, gaps = [span.rank], [(span.gap, span.margin)]
     for depth in range(1, max_depth + 1):
         if span.rank == D:
             return dims, gaps, True
         span.add(_brackets(f, theta, X, depth, D - span.rank + 4, gen, batched))
         dims.append(span.rank)
-        gaps.append(span.gap)
+        gaps.append((span.gap, span.margin))
         if dims[-1] == dims[-2]:
             return dims, gaps, True
     return dims, gaps, span.rank == D
@@ -201,11 +217,21 @@ class LawCount:
         certified: ``known == n_laws``, the ranks trusted, consistent across points, the
             claimed invariants orthogonal to the fields.
         gap: the smallest ``σ_r / σ_{r+1}`` over the ranks read (lie and jacobian).
-        trusted: ``gap >= min_gap``; when false, the count is not to be relied on.
+        trusted: ``gap >= min_gap``, ``margin >= min_margin`` and every point's span closed;
+            when false, the count is not to be relied on.
         consistent: every point gave the same ``lie_dim`` and ``jacobian_rank``.
-        law_residual: :func:`orthogonality` of the claimed invariants (max over points).
+        law_residual: :func:`orthogonality` of the claimed invariants (max over points; 0.0
+            when none are claimed, NaN when their gradients vanish at every point).
         dims: per point, the span's dimension after 0, 1, 2, … levels of brackets.
-        notes: plain-language warnings (disagreements, small gaps, false claims).
+        notes: plain-language warnings (disagreements, small gaps, false claims, and why
+            ``n_laws > known``: dead or linear ReLU units, too few inputs).
+        margin: the smallest ``σ_r / (RANK_TOL σ_max)`` over the ranks read.
+        unit_activity: for a ReLU network, per hidden layer (named like its laws), the
+            fraction of ``inputs`` on which each unit is active at ``θ`` (0: dead, 1: linear);
+            empty for other models.
+
+    For a ReLU network every point lies in ``θ``'s own region (the same activation pattern
+    on ``inputs``), so the count is ``θ``'s, dead and linear units included.
 
     Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
@@ -222,6 +248,8 @@ class LawCount:
     law_residual: float
     dims: list[list[int]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    margin: float = math.inf
+    unit_activity: dict[str, list[float]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         flag = "certified" if self.certified else "NOT certified"
@@ -240,6 +268,7 @@ class _Point:
     jac_gap: float
     known: int
     residual: float
+    margin: float = math.inf
 
 
 def _point_at(
@@ -254,55 +283,75 @@ def _point_at(
     J = _jacobian(f, theta, X, batched)
     dims, gaps, stable = _lie_dims(f, theta, X, J, gen, max_depth, batched)
     G = jacrev(h)(theta)
-    return _Point(dims, gaps[-1], stable, gaps[0], _rank(G)[0], _relative_dots(G, J))
+    margin = min(gaps[0][1], gaps[-1][1])
+    return _Point(dims, gaps[-1][0], stable, gaps[0][0], _rank(G)[0], _relative_dots(G, J), margin)
 
 
 def _points(
-    theta: Tensor, layout: list, n_points: int, spread: float, gen: torch.Generator
-) -> list[Tensor]:
+    theta: Tensor,
+    layout: list,
+    n_points: int,
+    spread: float,
+    gen: torch.Generator,
+    pattern: Callable[[Tensor], Tensor] | None = None,
+) -> tuple[list[Tensor], bool]:
     """``θ`` itself, then ``θ + spread · rms · ξ`` with ``ξ`` standard Gaussian, per tensor.
 
     The perturbed points are generic points *near* ``θ``: a special ``θ`` (equal heads, a
-    zero block) has a rank that is too low there, and they show it. They stay in the same
-    region of a ReLU network (dead units stay dead), whose count is a local one.
+    zero block) has a rank that is too low there, and they show it. With ``pattern`` (a ReLU
+    network's activation pattern on the inputs) a point that changes it is drawn again at
+    half the spread, up to 30 times, so that dead units stay dead and the count stays
+    ``θ``'s own region's; the second value is false when some point could not be kept there.
     """
     pieces = torch.split(theta, [math.prod(s) for _, s in layout])
     scales = [
         float(p.pow(2).mean().sqrt()) or float(theta.pow(2).mean().sqrt()) or 1.0 for p in pieces
     ]
-    points = [theta]
+    own = None if pattern is None else pattern(theta)
+    points, kept = [theta], True
     for _ in range(n_points - 1):
-        noise = [
-            s * torch.randn(p.shape, generator=gen, dtype=theta.dtype).to(theta.device)
-            for s, p in zip(scales, pieces, strict=True)
-        ]
-        points.append(theta + spread * torch.cat(noise))
-    return points
+        step = spread
+        for _attempt in range(30):
+            noise = [
+                s * torch.randn(p.shape, generator=gen, dtype=theta.dtype).to(theta.device)
+                for s, p in zip(scales, pieces, strict=True)
+            ]
+            point = theta + step * torch.cat(noise)
+            if own is None or torch.equal(pattern(point), own):
+                break
+            step /= 2
+        else:
+            kept = False
+        points.append(point)
+    return points, kept
 
 
-def _summarize(points: list[_Point], D: int, min_gap: float) -> LawCount:
+def _nan_max(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return max(finite) if finite else math.nan
+
+
+def _summarize(
+    points: list[_Point], D: int, min_gap: float, min_margin: float, n_claimed: int
+) -> LawCount:
     jac = max(p.dims[0] for p in points)
     lie = max(p.dims[-1] for p in points)
     known = max(p.known for p in points)
     gap = min(min(p.lie_gap, p.jac_gap) for p in points)
-    residual = max(p.residual for p in points)
+    margin = min(p.margin for p in points)
+    residual = _nan_max([p.residual for p in points]) if n_claimed else 0.0
     consistent = len({(p.dims[0], p.dims[-1]) for p in points}) == 1
-    trusted = gap >= min_gap and all(p.stable for p in points)
+    trusted = gap >= min_gap and margin >= min_margin and all(p.stable for p in points)
     notes = _notes(points, gap, min_gap, residual, consistent)
+    if margin < min_margin:
+        notes.append(
+            f"the smallest kept singular value is only {margin:.1e} times the rank threshold "
+            f"(below {min_margin:.0e}): the count is not to be trusted"
+        )
     certified = trusted and consistent and residual < LAW_TOL and known == D - lie
     return LawCount(
-        D - lie,
-        D,
-        jac,
-        lie,
-        known,
-        certified,
-        gap,
-        trusted,
-        consistent,
-        residual,
-        [p.dims for p in points],
-        notes,
+        D - lie, D, jac, lie, known, certified, gap, trusted, consistent, residual,
+        [p.dims for p in points], notes, margin,
     )
 
 
@@ -319,6 +368,8 @@ def _notes(points: list[_Point], gap: float, min_gap: float, residual: float, co
         notes.append("the span still grew at max_depth: the count is only an upper bound")
     if residual >= LAW_TOL:
         notes.append(f"a claimed invariant is not orthogonal to the fields (cosine {residual:.1e})")
+    if math.isnan(residual):
+        notes.append("the claimed invariants' gradients vanish at every point: nothing checked")
     return notes
 
 
@@ -331,6 +382,7 @@ def count(
     spread: float = 0.01,
     max_depth: int = 6,
     min_gap: float = MIN_GAP,
+    min_margin: float = MIN_MARGIN,
     batched: bool = True,
 ) -> LawCount:
     """The number of independent conservation laws of ``model``: ``D − dim Lie(W)(θ)``.
@@ -338,12 +390,17 @@ def count(
     ``W`` is spanned by the fields ``θ ↦ ∇_θ ⟨c, f(θ, x)⟩`` for ``x`` in ``inputs``
     (``(n, *input)``, float32 or float64; computed in float64) and every output direction
     ``c``. Level 0 is the exact Jacobian over ``inputs``; level ``k`` adds ``D − r + 4`` random
-    right-nested brackets of ``k + 1`` fields (``r`` the dimension so far), evaluated in one
-    ``vmap`` by nested forward-mode products. The dimension is read by SVD with the relative
+    right-nested brackets of ``k + 1`` fields (``r`` the dimension so far), each field a
+    random combination over all the inputs, ``∇_θ ⟨C, f(θ, X)⟩``, evaluated in one ``vmap``
+    by nested forward-mode products. The dimension is read by SVD with the relative
     threshold :data:`RANK_TOL`; levels stop when one adds nothing. The first point is the
     model's current parameters, then ``n_points − 1`` random points near it (each tensor
-    moved by ``spread`` times its root-mean-square, Gaussian); the largest (generic)
-    dimension is kept and any disagreement is noted.
+    moved by ``spread`` times its root-mean-square, Gaussian; for ReLU networks, within
+    ``θ``'s activation pattern on ``inputs``); the largest (generic) dimension is kept and
+    any disagreement is noted. A rank is trusted when its gap is at least ``min_gap`` and its
+    smallest kept singular value at least ``min_margin`` times the threshold. For ReLU
+    networks the result carries each unit's activity, and a note names the dead and linear
+    units whenever more laws are counted than known.
 
     For ReLU give more inputs than parameters (the fields depend on the activation pattern
     of each input). ``batched=False`` computes one bracket at a time (the benchmark's
@@ -354,10 +411,17 @@ def count(
         raise ValueError(f"n_points must be a positive int, got {n_points!r}")
     theta, layout = _layout(model)
     f, h = _model_fn(model, layout), _law_vector_fn(model, layout)
+    activity = unit_activity(model, X)
+    pattern = (lambda t: activation_pattern(model, _unflatten(t, layout), X)) if activity else None
     gen = torch.Generator().manual_seed(seed)
     with one_thread():
-        found = [
-            _point_at(f, h, point, X, gen, max_depth, batched)
-            for point in _points(theta, layout, n_points, spread, gen)
-        ]
-    return _summarize(found, theta.numel(), min_gap)
+        points, kept = _points(theta, layout, n_points, spread, gen, pattern)
+        found = [_point_at(f, h, point, X, gen, max_depth, batched) for point in points]
+    result = _summarize(found, theta.numel(), min_gap, min_margin, h(theta).numel())
+    result.unit_activity = {k: v.tolist() for k, v in activity.items()}
+    if not kept:
+        result.notes.append("a nearby point left θ's activation region even at 1e-9 of the "
+                            "spread: θ lies on a boundary, and that point's count is another's")
+    if result.n_laws > result.known:
+        result.notes.append(excess_note(result.n_laws, result.known, model, X))
+    return result

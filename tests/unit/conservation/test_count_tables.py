@@ -23,11 +23,27 @@ def test_closed_forms_of_each_theorem():
     assert closed_form(MultiHeadAttention(8, 3, 4, 2, pe="rope")) == 3 * (2 + 3)
 
 
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        (Deep(1, [3], 1, "linear"), 5),  # not 3·4/2 = 6: a single input and output
+        (TwoLayer(1, 3, 1, "linear"), 5),
+        (TwoLayer(3, 2, 2, "linear"), 3),
+        (Deep(2, [2, 2], 2, "linear"), 6),
+        (Deep(3, [3, 3], 3, "linear"), 12),
+        (Deep(2, [2, 5], 3, "relu"), 7),
+        (Deep(3, [4, 3], 2, "relu", bias=True), 7),
+    ],
+)
+def test_closed_forms_of_deep_and_linear_networks(model, expected):
+    assert closed_form(model) == expected
+
+
 def test_closed_form_refuses_models_without_one():
-    with pytest.raises(ValueError, match="linear"):
-        closed_form(TwoLayer(3, 5, 2, "linear"))
-    with pytest.raises(ValueError, match="Deep"):
+    with pytest.raises(ValueError, match="Deep gelu"):
         closed_form(Deep(3, [2], 2, "gelu"))
+    with pytest.raises(ValueError, match="Sequential"):
+        closed_form(torch.nn.Sequential(TwoLayer(3, 2, 2)))
 
 
 def test_count_table_puts_counts_next_to_closed_forms():

@@ -29,6 +29,8 @@ LAW_MODELS = [
     lambda: MultiHeadAttention(5, 2, 4, 3, pe="rope"),
     lambda: MoE(3, 3, 2, 2),
     lambda: MoE(3, 3, 2, 2, top_k=2),
+    lambda: MoE(3, 3, 2, 2, gate="sigmoid"),
+    lambda: MoE(3, 3, 2, 2, gate="sigmoid", top_k=1),
 ]
 
 
@@ -85,16 +87,35 @@ def test_gate_sum_drift_is_a_counter_example_for_sigmoid(gate: str, conserved: b
     model = _model(lambda: MoE(3, 3, 2, 2, gate=gate))
     X = laws.random_inputs(model, 10)
     Y = torch.randn(10, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    rates = laws.drift(model, X, Y)
+    rates = laws.drift(model, X, Y, candidate=laws.seed_claim_fn(model))
     assert float(rates["experts.0.units"].abs().max()) < 1e-12
     assert (float(rates["gate.sum"].abs().max()) < 1e-12) == conserved
+    assert ("gate.sum" in laws.drift(model, X, Y)) == conserved  # the laws follow the gate
 
 
-def test_top_1_freezes_the_whole_gate() -> None:
-    model = _model(lambda: MoE(3, 3, 2, 2, top_k=1))
+@pytest.mark.parametrize("gate", ["softmax", "sigmoid"])
+def test_top_1_freezes_the_whole_gate(gate: str) -> None:
+    model = _model(lambda: MoE(3, 3, 2, 2, gate=gate, top_k=1))
     found = _count(model, 60)
     # g = 1 on the selected expert: no gradient reaches gate.weight (experts x d_model)
-    assert found.n_laws == 3 * 2 + 3 * 3 and not found.certified
+    assert found.n_laws == 3 * 2 + 3 * 3 and found.known == found.n_laws and found.certified
+    assert laws.invariants(model)["gate.weight"].shape == (3, 3)
+    assert "gate.sum" in laws.seed_claims(model) and "gate.sum" not in laws.invariants(model)
+
+
+def test_moe_invariants_follow_the_gate_and_the_seed_claims_do_not() -> None:
+    d, E, width = 3, 3, 2
+    expected = {("softmax", None): E * width + d, ("softmax", 2): E * width + d,
+                ("softmax", 1): E * (width + d), ("sigmoid", None): E * width,
+                ("sigmoid", 2): E * width, ("sigmoid", 1): E * (width + d)}
+    for row in moe.moe_claims_vs_count(d, E, width, 2, n_inputs=100):
+        key = (row["gate"], row["top_k"])
+        assert row["n_laws"] == row["known"] == expected[key] and row["certified"], row
+        assert row["claimed"] == E * width + d
+        assert row["agrees"] == (key in {("softmax", None), ("softmax", 2)})
+    sigmoid = _model(lambda: MoE(d, E, width, 2, gate="sigmoid"))
+    assert set(laws.invariants(sigmoid)) == {f"experts.{e}.units" for e in range(E)}
+    assert set(laws.seed_claims(sigmoid)) == set(laws.invariants(sigmoid)) | {"gate.sum"}
 
 
 @pytest.mark.parametrize(
@@ -111,6 +132,55 @@ def test_top_1_freezes_the_whole_gate() -> None:
 def test_bad_inputs_raise_value_error_naming_them(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call(TwoLayer(3, 2, 2))
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = TwoLayer(3, 2, 3, "linear"), TwoLayer(3, 2, 2, "linear")
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+@pytest.mark.parametrize(
+    ("build", "keys", "message"),
+    [
+        (lambda: TwoLayer(3, 2, 2, "gelu"), None, "no known laws"),
+        (lambda: Deep(3, [2, 2], 2, "tanh"), None, "no known laws"),
+        (_Stack, None, "no known laws for _Stack"),
+        (lambda: torch.nn.Sequential(TwoLayer(3, 2, 2, "linear")), None, "no known laws"),
+        (lambda: TwoLayer(3, 2, 2, "linear"), ["hiden"], "keys must name laws among"),
+        (lambda: TwoLayer(3, 2, 2, "linear"), [], "keys must name laws among"),
+    ],
+)
+def test_orthogonality_refuses_when_nothing_would_be_checked(build, keys, message) -> None:
+    # each of these used to return exactly 0.0, the value that reads "the law holds"
+    model = _model(build)
+    with pytest.raises(ValueError, match=message):
+        laws.orthogonality(model, torch.randn(5, 3, dtype=torch.float64), keys)
+
+
+def test_orthogonality_checks_a_candidate_on_a_composite_module() -> None:
+    model = _model(_Stack)
+    X = torch.randn(8, 3, dtype=torch.float64)
+    inner = lambda p: {"a": p["a.V.weight"] @ p["a.V.weight"].T - p["a.U.weight"].T  # noqa: E731
+                       @ p["a.U.weight"]}
+    assert laws.orthogonality(model, X, candidate=inner) < 1e-10
+    with pytest.raises(ValueError, match="no known laws for _Stack"):
+        laws.drift(model, X, torch.zeros(8, 2, dtype=torch.float64))
+
+
+def test_orthogonality_is_nan_when_every_gradient_vanishes() -> None:
+    model = _model(lambda: TwoLayer(3, 2, 2, "linear"))
+    for p in model.parameters():
+        p.data.zero_()  # the law gradients and the Jacobian are all zero at θ = 0
+    assert torch.isnan(torch.tensor(laws.orthogonality(model, torch.randn(4, 3).double())))
+
+
+def test_count_of_a_model_without_parameters_says_so() -> None:
+    with pytest.raises(ValueError, match="has no parameters"):
+        lie_count.count(torch.nn.ReLU(), torch.randn(4, 3, dtype=torch.float64))
 
 
 def test_attention_inputs_need_tokens_and_d_model() -> None:

@@ -102,3 +102,24 @@ def test_a_small_gap_is_not_a_confident_count() -> None:
     assert not found.trusted and not found.certified
     assert any("not to be trusted" in note for note in found.notes)
     assert "NOT certified" in str(found)
+
+
+def test_a_rank_just_above_the_threshold_is_not_trusted() -> None:
+    # two inputs, one scaled by 7e-9: the Jacobian has as many rows as its rank, σ_3 does not
+    # exist, and the gap read against the floor ε σ_max looks huge (~3e7) while σ_2 sits
+    # only ~8x above the threshold RANK_TOL · σ_max
+    model = _model(lambda: TwoLayer(2, 1, 1, "linear"))
+    X = torch.tensor([[1.0, 0.0], [0.0, 7e-9]], dtype=torch.float64)
+    weak = lie_count.count(model, X)
+    assert weak.gap > lie_count.MIN_GAP and weak.margin < 10
+    assert not weak.trusted and not weak.certified
+    assert any("times the rank threshold" in note for note in weak.notes)
+    X[1, 1] = 1e-3
+    clear = lie_count.count(model, X)
+    assert clear.margin > 1e5 and clear.trusted and clear.certified
+
+
+def test_the_margin_of_the_book_models_is_large() -> None:
+    for build, n in [(lambda: SwiGLU(3, 2, 2), 40), (lambda: MultiHeadAttention(4, 2, 2, 2), 30)]:
+        found = _count(_model(build), n)
+        assert found.margin > 1e3 * lie_count.MIN_MARGIN and found.certified
