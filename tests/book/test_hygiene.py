@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import tomllib
 
 import nbformat
 import pytest
 import yaml
-from _harness import ROOT, toc_notebooks
+from _harness import ROOT, install_commands, nodeps_requirements, toc_notebooks
 
 NOTEBOOKS = toc_notebooks()
 ALL_NOTEBOOKS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book").rglob("*.ipynb")
@@ -57,3 +58,28 @@ def test_colab_link_and_install_cell_point_at_this_repository(path):
     assert links == [colab], f"{path}: its first cell must link to {colab}, found {links}"
     install = _code_cells(path)[0].source
     assert f"git+{REPOSITORY}" in install and "%pip install" in install, f"{path}: install cell"
+
+
+INSTALL_EXTRAS = ("charts", "data")  # slider charts; scikit-learn's digits (pyproject.toml)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_install_cell_installs_what_every_chapter_needs(path):
+    """On Colab the install cell is all there is: flowlaws with its extras (charts, data), and
+    the data packages of requirements/nodeps.txt without their declared dependencies."""
+    commands = install_commands(nbformat.read(ROOT / path, 4))
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = extras["optional-dependencies"]
+    assert set(INSTALL_EXTRAS) <= set(extras), f"pyproject.toml lacks an extra of {INSTALL_EXTRAS}"
+    library = f"flowlaws[{','.join(INSTALL_EXTRAS)}] @ git+{REPOSITORY}"
+    assert commands == [["--quiet", library], ["--quiet", "--no-deps", *nodeps_requirements()]], (
+        f"{path}: the install cell must run, in this order,\n"
+        f'  %pip install --quiet "{library}"\n'
+        f"  %pip install --quiet --no-deps {' '.join(nodeps_requirements())}\n"
+        f"found {commands}"
+    )
+
+
+def test_every_install_cell_is_the_same():
+    first = {p: next(c.source for c in _code_cells(p)) for p in NOTEBOOKS}
+    assert len(set(first.values())) == 1, "install cells differ; copy one to all chapters"

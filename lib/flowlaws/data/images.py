@@ -52,7 +52,12 @@ class ImageData:
 
 def digits_images() -> ImageData:
     """scikit-learn's bundled digits: ``(1797, 1, 8, 8)``, grey levels 0..16 scaled to [0, 1]."""
-    from sklearn.datasets import load_digits
+    try:
+        from sklearn.datasets import load_digits
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            "the digits need scikit-learn, flowlaws's 'data' extra: pip install 'flowlaws[data]'"
+        ) from error
 
     digits = load_digits()
     images = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)

@@ -11,7 +11,14 @@ import pytest
 from flowlaws.book.interactive import Knob, SliderGrid, SliderPoint, compute_grid
 from flowlaws.book.live import LiveFigure
 from flowlaws.book.progress import track
-from flowlaws.book.vega import static_html, vega_spec
+from flowlaws.book.vega import (
+    axis_domains,
+    render_png,
+    slider_readouts,
+    static_html,
+    tick_format,
+    vega_spec,
+)
 
 
 def point(lr: float, runs: int = 1) -> SliderPoint:
@@ -200,3 +207,94 @@ def test_an_even_grid_lands_exactly_on_every_step():
     assert step == 0.15 and positions[-1] == 0.35
     param = vega_spec(g)["params"][0]
     assert param["bind"]["min"] + 2 * param["bind"]["step"] == pytest.approx(param["bind"]["max"])
+
+
+def _encodings(spec, channel):
+    return [layer["encoding"][channel] for layer in spec["layer"]
+            if channel in layer.get("encoding", {}) and layer["encoding"][channel].get("field")]
+
+
+def test_both_axes_are_fixed_to_the_extent_of_the_whole_grid():
+    g = grid(LR, RUNS)
+    spec = vega_spec(g)
+    ys = [v for p in g.points.values() for v in [*p.curves["error"], *p.marks[:, 1]]]
+    xs = [v for p in g.points.values() for v in [*p.x, *p.marks[:, 0]]]
+    assert min(ys) == pytest.approx(0.01) and max(ys) == pytest.approx(0.04 * 8 * 2)
+    for channel, values in (("x", xs), ("y", ys)):
+        encodings = _encodings(spec, channel)
+        assert len(encodings) == 2, "the curves and the marks share one scale"
+        for enc in encodings:
+            assert enc["scale"]["domain"] == pytest.approx([min(values), max(values)])
+    default = [r for r in _rows(spec, "series") if r["lr"] == spec["params"][0]["value"]
+               and r["runs"] == spec["params"][1]["value"]]
+    assert max(max(r["y"]) for r in default) < max(ys), "the default point does not fill the axis"
+
+
+def test_a_log_axis_gets_a_positive_domain_and_one_tick_format():
+    g = grid(dict(name="lr", values=(1e-7, 1e-6, 1e-5), log=True))
+    g.points[(1e-7,)].curves["error"][0] = 0.0  # a log scale cannot place it
+    g.points[(1e-7,)].marks[0, 1] = -1.0  # nor this
+    g.log_y = True
+    (enc, _) = _encodings(vega_spec(g), "y")
+    assert enc["scale"]["type"] == "log"
+    assert enc["scale"]["domain"] == pytest.approx([1e-7 * 1.25, 1e-5 * 2], rel=1e-6)
+    assert enc["axis"]["format"] == "~e", "1e-7 and 1e-6, never 1e-7 beside 0.000001"
+    (x_enc, _) = _encodings(vega_spec(g), "x")
+    assert x_enc["scale"]["domain"] == [0.0, 1.0] and "axis" not in x_enc
+
+
+@pytest.mark.parametrize(("domain", "log", "expected"), [
+    ([1.0, 1000.0], True, "~g"), ([1e-3, 0.5], True, "~g"), ([1e-7, 1e-2], True, "~e"),
+    ([1.0, 1e5], True, "~e"), ([0.0, 1.0], False, None), ([0.0, 2e-6], False, "~e"),
+    ([0.0, 3e6], False, "~e"), (None, True, None),
+])
+def test_tick_format_is_one_format_per_axis(domain, log, expected):
+    assert tick_format(domain, log) == expected
+
+
+def test_a_flat_curve_still_gets_an_axis_with_a_span():
+    g = compute_grid(lambda lr: SliderPoint(x=np.array([1.0, 2.0]), curves={"c": np.ones(2)}),
+                     Knob(**LR), progress=False, log_y=True)
+    lo, hi = axis_domains(g)["y"]
+    assert 0 < lo < 1 < hi
+
+
+def test_each_slider_reads_out_its_value_and_the_grids_ends():
+    g = grid(LR, dict(name="runs", values=(1, 3, 10), default=3, integer=True, label="networks"))
+    spec = vega_spec(g)
+    readouts = spec["usermeta"]["flowlaws"]["sliders"]
+    assert readouts == slider_readouts(g)
+    assert list(readouts) == [p["name"] for p in spec["params"]]
+    lr, batch = readouts["slider_lr"], readouts["slider_runs"]
+    assert lr["values"] == ["0.01", "0.02", "0.04"] and lr["ends"] == ["0.01", "0.04"]
+    assert batch["values"] == ["1", "3", "10"] and batch["ends"] == ["1", "10"]
+    assert batch["positions"] == [0.0, 1.0, 2.0], "an uneven grid moves over its index"
+    for param in spec["params"]:
+        readout = readouts[param["name"]]
+        assert readout["positions"][0] == param["bind"]["min"]
+        assert readout["positions"][-1] == pytest.approx(param["bind"]["max"])
+    # What the page prints beside the sliders is what the chart's printed-values line says.
+    for row in _rows(spec, "setting"):
+        at = [readouts[f"slider_{k}"]["values"][
+            int(np.argmin(np.abs(np.array(readouts[f"slider_{k}"]["positions"]) - row[k])))]
+            for k in ("lr", "runs")]
+        assert row["setting"] == f"lr = {at[0]}, networks = {at[1]}"
+    html = static_html(g)
+    assert "flowlaws-slider-value" in html and "addSignalListener" in html and "usermeta" in html
+
+
+def test_the_live_figure_keeps_the_grids_axes_and_widens_them_off_the_grid(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    g, limits, close = grid(), [], plt.close
+
+    def record_then_close(fig):
+        limits.append((fig.axes[0].get_xlim(), fig.axes[0].get_ylim()))
+        close(fig)
+
+    monkeypatch.setattr(plt, "close", record_then_close)
+    for key in g.keys():
+        render_png(g, g.points[key], key)
+    render_png(g, point(0.08), (0.08,))  # computed off the grid, above it
+    assert limits[0] == limits[1] == limits[2], "the axes must not move on the grid"
+    assert limits[2][1][1] >= 0.04 * 2 and limits[3][1][1] >= 0.08 * 2 > limits[2][1][1]
