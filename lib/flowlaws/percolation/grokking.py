@@ -48,6 +48,7 @@ import torch
 from torch.nn import functional as F
 
 from flowlaws.book.cache import DEFAULT_DIR, atomic_save, cache_key
+from flowlaws.book.progress import bar as progress_bar
 from flowlaws.common.optim import UpdateRule
 from flowlaws.percolation.clusters import cmax, dead_neurons, relative_distance
 
@@ -309,10 +310,8 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     The checkpoint ``checkpoint.pt`` in :func:`run_folder` is read with
     ``torch.load(..., weights_only=True)``; training restarts from its step. ``callback(step)``
     is called after every step (the tests use it to interrupt a run). A progress bar
-    (``tqdm.auto``) shows the steps and the ensemble's mean test accuracy.
+    (:func:`flowlaws.book.progress.bar`) shows the steps and the ensemble's mean test accuracy.
     """
-    from tqdm.auto import tqdm
-
     t0 = time.perf_counter()
     dev = torch.device(device or "cpu")
     folder = run_folder(cfg, dev, cache_dir)
@@ -327,8 +326,8 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     params, state, step = ckpt["params"], ckpt["state"], start
     rule = UpdateRule("adamw", cfg.lr, betas=cfg.betas, eps=cfg.eps,
                       weight_decay=cfg.weight_decay)
-    bar = tqdm(total=cfg.n_steps, initial=min(start, cfg.n_steps), disable=not progress,
-               desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
+    bar = progress_bar(total=cfg.n_steps, initial=min(start, cfg.n_steps), enabled=progress,
+                       desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
     t_train, c_train = time.perf_counter(), time.process_time()
     while step < cfg.n_steps:
         for t in params.values():

@@ -200,3 +200,15 @@ def test_an_even_grid_lands_exactly_on_every_step():
     assert step == 0.15 and positions[-1] == 0.35
     param = vega_spec(g)["params"][0]
     assert param["bind"]["min"] + 2 * param["bind"]["step"] == pytest.approx(param["bind"]["max"])
+
+
+def test_a_static_build_makes_no_live_widget(monkeypatch):
+    from flowlaws.book import interactive, progress
+
+    monkeypatch.setattr(interactive, "_in_kernel", lambda: True)
+    monkeypatch.setenv(progress.STATIC_BUILD_ENV, "1")
+    grid = compute_grid(lambda lr: SliderPoint(x=[0, 1], curves={"y": [lr, lr]}, caption=f"{lr}"),
+                        [Knob("lr", [0.1, 0.2], default=0.1)], progress=False)
+    figure = interactive.interactive_figure(grid)
+    assert figure.live is None
+    assert "application/vnd.jupyter.widget-view+json" not in figure._repr_mimebundle_()
