@@ -102,7 +102,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.book.live`
   the live ipywidgets view of a slider figure
 - :mod:`flowlaws.book.sphinxext`
-  a Sphinx extension that loads chart libraries where needed
+  the Sphinx extension: chart libraries where needed, a static build, the book's stylesheet,
+  alt text from captions, the theorem index
 
 Conventions (``CONTRIBUTING.md``): weight shapes follow PyTorch's ``out x in`` everywhere (a
 linear layer ``y = W x`` stores ``W`` with shape ``(n_out, n_in)``); ensembles carry a leading

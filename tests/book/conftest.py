@@ -18,6 +18,8 @@ import pytest
 import yaml
 from _harness import ROOT, execute_smoke, toc_notebooks
 
+from flowlaws.book.progress import STATIC_BUILD_ENV
+
 SMOKE_ROOT = ROOT / "_build" / "smoke"
 # Kernels started by the tests (papermill, nbval) inherit this: the smoke runs keep their cached
 # sweeps inside the build folder instead of the reader's ~/.cache/flowlaws.
@@ -35,8 +37,18 @@ def smoke_runs() -> dict[str, Path | BaseException]:
         except BaseException as error:  # reported by the test of that notebook
             return error
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(toc_notebooks(), pool.map(run, toc_notebooks()), strict=True))
+    # Executed for the smoke book, as the book's own build executes them (flowlaws.book.sphinxext):
+    # no progress bar, no live widget. Only for these kernels: test_live_widgets needs a widget.
+    before = os.environ.get(STATIC_BUILD_ENV)
+    os.environ[STATIC_BUILD_ENV] = "1"
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            return dict(zip(toc_notebooks(), pool.map(run, toc_notebooks()), strict=True))
+    finally:
+        if before is None:
+            os.environ.pop(STATIC_BUILD_ENV, None)
+        else:
+            os.environ[STATIC_BUILD_ENV] = before
 
 
 def build_book(source: Path, execute: str = "off") -> subprocess.CompletedProcess:

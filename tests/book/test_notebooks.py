@@ -12,7 +12,8 @@ from _harness import ROOT, SmokeParameterError, checked_overrides, smoke_params,
 
 NOTEBOOKS = toc_notebooks()
 EXPECTED_FILE = ROOT / "tests" / "nbval_expected.yaml"
-CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
+# nbval checks the output of a cell tagged so (a tag, not a comment the reader would see).
+CHECK_TAG = "nbval-check-output"
 
 
 def test_toc_lists_notebooks():
@@ -49,7 +50,15 @@ def test_notebook_runs_at_smoke_size(path, smoke_runs):
 
 
 def _checked_cells(notebook) -> list[str]:
-    return [c.id for c in notebook.cells if c.cell_type == "code" and CHECK_MARK in c.source]
+    return [c.id for c in notebook.cells
+            if c.cell_type == "code" and CHECK_TAG in c.metadata.get("tags", [])]
+
+
+def test_no_nbval_comment_is_left_in_a_cell():
+    """nbval's marks are cell tags: a ``# NBVAL_...`` comment would be printed in the book."""
+    left = [f"{path}#{c.id}" for path in NOTEBOOKS for c in nbformat.read(ROOT / path, 4).cells
+            if c.cell_type == "code" and "NBVAL" in c.source]
+    assert not left, f"cells with an nbval comment (use the tag {CHECK_TAG!r}): {left}"
 
 
 def test_checked_cells_and_expected_outputs_agree():
@@ -57,7 +66,7 @@ def test_checked_cells_and_expected_outputs_agree():
     for path in NOTEBOOKS:
         marked = _checked_cells(nbformat.read(ROOT / path, 4))
         assert sorted(marked) == sorted(expected.get(path, {})), (
-            f"{path}: cells marked {CHECK_MARK} {marked} and tests/nbval_expected.yaml "
+            f"{path}: cells tagged {CHECK_TAG!r} {marked} and tests/nbval_expected.yaml "
             f"entries {sorted(expected.get(path, {}))} must name the same cells"
         )
 
@@ -80,7 +89,7 @@ def _prepared_copy(path: str, expected: dict[str, str], out_dir) -> str:
 
 @pytest.mark.book
 def test_nbval_checked_outputs(tmp_path):
-    """``pytest --nbval-lax``: every cell runs; marked cells must print the expected text.
+    """``pytest --nbval-lax``: every cell runs; tagged cells must print the expected text.
 
     The expected text (tests/nbval_expected.yaml) states what the theory in the chapter says the
     cell prints; it is never pasted from a run. Notebooks are stored without outputs, so the

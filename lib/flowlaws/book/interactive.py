@@ -4,7 +4,8 @@
 widget in JupyterLab and Colab (:mod:`flowlaws.book.live`) and as a Vega-Lite chart in the
 static HTML book (:mod:`flowlaws.book.vega`). Both views draw the same numbers from the same
 grid (:mod:`flowlaws.book.sliders`), so they cannot disagree. The book's build keeps the HTML
-view (``nb_mime_priority_overrides`` in ``_config.yml``).
+view (``nb_mime_priority_overrides`` in ``_config.yml``), and executes its notebooks as a
+static build (:func:`flowlaws.book.progress.static_build`), where no live widget is made.
 
 Explained in: book/02_percolation/05_dsi.ipynb.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flowlaws.book.live import LiveFigure
+from flowlaws.book.progress import static_build
 from flowlaws.book.sliders import Knob, SliderGrid, SliderPoint, compute_grid
 from flowlaws.book.vega import static_html
 
@@ -33,7 +35,8 @@ class InteractiveFigure:
     def __init__(self, grid: SliderGrid, compute: Callable[..., SliderPoint] | None = None):
         self.grid = grid
         self.html = static_html(grid)
-        self.live = LiveFigure(grid, compute) if _in_kernel() else None
+        # A static build's page shows the chart, never the widget: no widget is made there.
+        self.live = LiveFigure(grid, compute) if _in_kernel() and not static_build() else None
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         bundle = {"text/html": self.html, "text/plain": f"<interactive figure: {self.grid.title}>"}

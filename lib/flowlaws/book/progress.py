@@ -9,6 +9,12 @@ computes a new point in a background thread, where a tqdm widget would have nowh
 
 The sink lives in a :class:`contextvars.ContextVar`, so it belongs to the thread (or task)
 that set it and two figures computing at once never see each other's progress.
+
+Bars are for a reader watching a kernel. When a notebook is executed for the static HTML book
+(:func:`static_build`: the environment variable ``FLOWLAWS_STATIC_BUILD=1``, set by the book's
+Sphinx extension and by the test build), no bar is drawn: a page would show a ``tqdm.auto``
+widget's text frozen at 0 %. Chapters use :func:`track` (and :func:`bar` where a loop updates
+a bar by hand), never ``tqdm`` directly, so this one switch covers every bar of the book.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from os import environ
 from typing import TypeVar
 
 from tqdm.auto import tqdm
@@ -24,7 +31,10 @@ __all__ = [
     "Item",
     "Sink",
     "REPORT_EVERY_S",
+    "STATIC_BUILD_ENV",
+    "static_build",
     "track",
+    "bar",
     "report_to",
 ]
 
@@ -41,12 +51,26 @@ _SINK: ContextVar[Sink | None] = ContextVar("flowlaws_progress_sink", default=No
 REPORT_EVERY_S = 0.1
 
 
+STATIC_BUILD_ENV = "FLOWLAWS_STATIC_BUILD"
+
+
+def static_build() -> bool:
+    """True while a notebook is executed for the static HTML book (``FLOWLAWS_STATIC_BUILD=1``).
+
+    Nobody watches such a run and its page cannot draw a widget: no progress bar, no live view.
+    """
+    return environ.get(STATIC_BUILD_ENV, "") not in ("", "0")
+
+
 def track(iterable: Iterable[Item], *, desc: str | None = None, total: int | None = None,
           enabled: bool = True) -> Iterable[Item]:
-    """``iterable``, with a tqdm bar when ``enabled`` or with reports to the active sink."""
+    """``iterable``, with a tqdm bar when ``enabled`` or with reports to the active sink.
+
+    No bar in a static build (:func:`static_build`); the sink, when set, always hears.
+    """
     sink = _SINK.get()
     if sink is None:
-        return tqdm(iterable, desc=desc, total=total, disable=not enabled)
+        return tqdm(iterable, desc=desc, total=total, disable=not enabled or static_build())
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)
     return _reporting(iterable, sink, desc or "", total)
@@ -63,6 +87,14 @@ def _reporting(iterable: Iterable[Item], sink: Sink, desc: str,
             sink(desc, done, total)
             last = now
     sink(desc, done, total)
+
+
+def bar(*, total: int, desc: str | None = None, initial: int = 0, enabled: bool = True) -> tqdm:
+    """A ``tqdm.auto`` bar updated by hand (``.update(n)``, ``.set_postfix``, ``.close()``).
+
+    For a loop that :func:`track` cannot wrap; like it, no bar in a static build.
+    """
+    return tqdm(total=total, initial=initial, desc=desc, disable=not enabled or static_build())
 
 
 @contextmanager

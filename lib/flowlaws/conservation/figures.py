@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from flowlaws.book.style import column_panels
 from flowlaws.common.fits import PowerLawFit
 from flowlaws.conservation.discrete import Sweep
 from flowlaws.conservation.laws import LAW_TOL
@@ -75,19 +76,20 @@ def plot_sweeps(
     y_label: str = r"$\|h(\theta_k)-h(\theta_0)\|_F$",
     title: str | None = None,
 ) -> plt.Figure:
-    """One log-log panel per sweep (its points, fit and reference slope), side by side.
+    """One log-log panel per sweep (its points, fit and reference slope), two to a row.
 
     ``sweeps`` maps a panel title to a :class:`Sweep`; ``x_labels`` gives each
     panel's x-axis label (the panel title by default).
     """
     if not sweeps:
         raise ValueError("sweeps must name at least one Sweep, got none")
-    fig, axes = plt.subplots(1, len(sweeps), figsize=(3.6 * len(sweeps), 3.4), squeeze=False)
-    for ax, (name, sweep) in zip(axes[0], sweeps.items(), strict=True):
+    fig, axes = column_panels(len(sweeps))
+    for ax, (name, sweep) in zip(axes, sweeps.items(), strict=True):
         plot_power_law(ax, sweep.x, sweep.errors, sweep.fit, reference=sweep.reference)
         ax.set(title=name, xlabel=(x_labels or {}).get(name, name))
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel(y_label)
+        ax.legend()
+    for ax in axes[:: min(2, len(axes))]:  # the first panel of each row
+        ax.set_ylabel(y_label)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

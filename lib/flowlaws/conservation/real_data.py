@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from flowlaws.book.runtime import one_thread
+from flowlaws.book.style import column_panels
 from flowlaws.common.models import MoE, MultiHeadAttention, SwiGLU
 from flowlaws.conservation.flow import LossFn, Params, gradient_and_loss
 from flowlaws.conservation.laws import invariants
@@ -272,7 +273,7 @@ def plot_law_runs(runs: list[LawRun], kinds: dict[str, str], title: str,
     ``kinds`` maps a kind (``"QK"`` …) to its panel title. Runs of the same optimizer share a
     colour; the larger step size is solid, the smaller dashed; the legend sits in the loss panel.
     """
-    fig, axes = plt.subplots(1, 1 + len(kinds), figsize=(3.6 * (1 + len(kinds)), 3.4))
+    fig, axes = column_panels(1 + len(kinds), height=3.2)
     colours = {o: f"C{i}" for i, o in enumerate(dict.fromkeys(r.optimizer for r in runs))}
     top = {o: max(r.lr for r in runs if r.optimizer == o) for o in colours}
     for r in runs:
@@ -285,7 +286,7 @@ def plot_law_runs(runs: list[LawRun], kinds: dict[str, str], title: str,
     for ax, label in zip(axes[1:], kinds.values(), strict=True):
         ax.set(xscale="log", yscale="log", xlabel="step k", title=label,
                ylabel=r"$\|h(\theta_k)-h(\theta_0)\|_F\,/\,\|\theta_0^{\mathrm{block}}\|^2$")
-    axes[0].legend(fontsize=7)
+    axes[0].legend()
     fig.suptitle(title)
     fig.tight_layout()
     return fig

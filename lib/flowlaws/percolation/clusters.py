@@ -52,6 +52,7 @@ __all__ = [
     "ensemble_cmax",
     "largest_component",
     "collapse_fractions",
+    "mean_over_finite",
     "partition_with_dead",
     "merge_heights",
 ]
@@ -238,6 +239,23 @@ def collapse_fractions(
     merged = torch.where(finite, merged, nan).reshape(states.shape[:2])
     dead = torch.where(finite, dead.double().mean(dim=-1), nan).reshape(states.shape[:2])
     return merged.cpu().numpy(), dead.cpu().numpy()
+
+
+def mean_over_finite(values: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """Mean over the runs that did not diverge (a diverged run is NaN), along ``axis``.
+
+    Where every run diverged there is nothing to average: the result is NaN, and the caller
+    reports the diverged runs by count (:func:`collapse_fractions`). ``np.nanmean`` gives the
+    same numbers but warns "Mean of empty slice" there, on the reader's page.
+
+    Explained in: book/02_percolation/02_trapping.ipynb.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(values)
+    count = finite.sum(axis=axis)
+    total = np.where(finite, values, 0.0).sum(axis=axis)
+    mean = np.divide(total, count, out=np.full(np.shape(count), np.nan), where=count > 0)
+    return float(mean) if axis is None else mean
 
 
 def partition_with_dead(

@@ -50,6 +50,7 @@ from torch.nn import functional as F
 
 from flowlaws.book.cache import atomic_save, cache_key
 from flowlaws.book.cache import cache_dir as default_cache_dir
+from flowlaws.book.progress import bar as progress_bar
 from flowlaws.common.checks import as_betas, as_float, as_int
 from flowlaws.common.optim import EnsembleDivergenceError, UpdateRule
 from flowlaws.percolation.clusters import cmax, dead_neurons, relative_distance
@@ -343,12 +344,10 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     The checkpoint ``checkpoint.pt`` in :func:`run_folder` is read with
     ``torch.load(..., weights_only=True)``; training restarts from its step. ``callback(step)``
     is called after every step (the tests use it to interrupt a run). A progress bar
-    (``tqdm.auto``) shows the steps and the ensemble's mean test accuracy. A run whose loss
-    becomes NaN or infinite raises :class:`GrokDivergenceError` (runs, step, lr) and is not
-    saved: the folder keeps its last finite checkpoint.
+    (:func:`flowlaws.book.progress.bar`) shows the steps and the ensemble's mean test accuracy.
+    A run whose loss becomes NaN or infinite raises :class:`GrokDivergenceError` (runs, step,
+    lr) and is not saved: the folder keeps its last finite checkpoint.
     """
-    from tqdm.auto import tqdm
-
     t0 = time.perf_counter()
     dev = torch.device(device or "cpu")
     folder = run_folder(cfg, dev, cache_dir)
@@ -364,8 +363,8 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     params, state, step = ckpt["params"], ckpt["state"], start
     rule = UpdateRule("adamw", cfg.lr, betas=cfg.betas, eps=cfg.eps,
                       weight_decay=cfg.weight_decay)
-    bar = tqdm(total=cfg.n_steps, initial=min(start, cfg.n_steps), disable=not progress,
-               desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
+    bar = progress_bar(total=cfg.n_steps, initial=min(start, cfg.n_steps), enabled=progress,
+                       desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
     t_train, c_train = time.perf_counter(), time.process_time()
     diverged = torch.full((cfg.n_runs,), -1, device=dev)  # step of a first non-finite loss
     while step < cfg.n_steps:

@@ -19,6 +19,7 @@ import networkx as nx
 import numpy as np
 import torch
 
+from flowlaws.book.style import COLUMN_INCHES
 from flowlaws.percolation.clusters import DEFAULT_TOL, partition, partition_with_dead
 from flowlaws.percolation.ensemble import TwoLayerShape, split_params
 
@@ -119,7 +120,7 @@ def draw_reeb(G: nx.DiGraph, ax: plt.Axes | None = None, *, title: str | None = 
     """Draw the Reeb graph: time on x, each component at the mean index of its members on y,
     marker area ∝ size. Merges are filled red, splits ringed green (a node can be both),
     continuations blue; edges are grey, thicker for larger overlaps."""
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 4))
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(COLUMN_INCHES, 4))
     pos = _positions(G)
     for u, v, overlap in G.edges(data="overlap"):
         (x0, y0), (x1, y1) = pos[u], pos[v]
@@ -136,7 +137,8 @@ def draw_reeb(G: nx.DiGraph, ax: plt.Axes | None = None, *, title: str | None = 
     ax.scatter([], [], c="#1f5a94", label="continuation")
     ax.set_xlabel("time")
     ax.set_ylabel("mean neuron index of the component")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    # below the axes, not beside them: the figure stays as wide as the book's column
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     if title:
         ax.set_title(title)
     fig.tight_layout()

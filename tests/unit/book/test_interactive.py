@@ -298,3 +298,15 @@ def test_the_live_figure_keeps_the_grids_axes_and_widens_them_off_the_grid(monke
     render_png(g, point(0.08), (0.08,))  # computed off the grid, above it
     assert limits[0] == limits[1] == limits[2], "the axes must not move on the grid"
     assert limits[2][1][1] >= 0.04 * 2 and limits[3][1][1] >= 0.08 * 2 > limits[2][1][1]
+
+
+def test_a_static_build_makes_no_live_widget(monkeypatch):
+    from flowlaws.book import interactive, progress
+
+    monkeypatch.setattr(interactive, "_in_kernel", lambda: True)
+    monkeypatch.setenv(progress.STATIC_BUILD_ENV, "1")
+    grid = compute_grid(lambda lr: SliderPoint(x=[0, 1], curves={"y": [lr, lr]}, caption=f"{lr}"),
+                        [Knob("lr", [0.1, 0.2], default=0.1)], progress=False)
+    figure = interactive.interactive_figure(grid)
+    assert figure.live is None
+    assert "application/vnd.jupyter.widget-view+json" not in figure._repr_mimebundle_()

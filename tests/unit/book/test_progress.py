@@ -32,3 +32,28 @@ def test_another_thread_does_not_report_to_this_threads_sink():
         worker.start()
         worker.join()
     assert heard == []
+
+
+def test_a_static_build_draws_no_bar_but_still_yields_and_reports(monkeypatch):
+    monkeypatch.setenv(progress.STATIC_BUILD_ENV, "1")
+    assert progress.static_build()
+    bar = track(range(3), desc="x")
+    assert getattr(bar, "disable", False), "a static build must not draw a bar"
+    assert list(bar) == [0, 1, 2]
+    manual = progress.bar(total=3, desc="x")
+    assert manual.disable
+    manual.close()
+    heard = []
+    with report_to(lambda *a: heard.append(a)):
+        assert list(track(range(2))) == [0, 1]
+    assert heard, "a live figure's sink still hears in a static build"
+
+
+def test_outside_a_static_build_an_enabled_loop_draws_its_bar(monkeypatch):
+    monkeypatch.delenv(progress.STATIC_BUILD_ENV, raising=False)
+    assert not progress.static_build()
+    monkeypatch.setenv(progress.STATIC_BUILD_ENV, "0")
+    assert not progress.static_build()
+    bar = track(range(3), desc="x")
+    assert not bar.disable and list(bar) == [0, 1, 2]
+    assert track(range(3), enabled=False).disable

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -26,6 +28,19 @@ def test_collapse_fractions_count_planted_dead_and_merged_neurons_and_nan_runs()
     assert merged[0, 0] == pytest.approx(2 / 6) and dead[0, 0] == 0
     assert dead[0, 1] == pytest.approx(1 / 6) and merged[0, 1] == 0
     assert np.isnan(merged[0, 2]) and np.isnan(dead[0, 2])
+
+
+def test_mean_over_finite_skips_diverged_runs_and_is_nan_without_warning_when_all_diverged():
+    nan = float("nan")
+    fractions = np.array([[0.5, nan, 0.25], [nan, nan, nan], [1.0, 0.0, nan]])  # (T, R)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # np.nanmean would warn "Mean of empty slice" at t = 1
+        mean = clusters.mean_over_finite(fractions, 1)
+    assert mean[0] == pytest.approx(0.375) and np.isnan(mean[1]) and mean[2] == pytest.approx(0.5)
+    assert clusters.mean_over_finite(fractions) == pytest.approx(1.75 / 4)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.allclose(mean, np.nanmean(fractions, 1), equal_nan=True)
 
 
 def test_partition_with_dead_joins_the_dead_neurons_into_one_group():
