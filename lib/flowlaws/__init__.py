@@ -102,8 +102,10 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.book.live`
   the live ipywidgets view of a slider figure
 - :mod:`flowlaws.book.sphinxext`
-  the Sphinx extension: chart libraries where needed, a static build, the book's stylesheet,
-  alt text from captions, the theorem index
+  the Sphinx extension: chart libraries where needed, a static build, a clean console, the
+  book's stylesheet, alt text from captions, the executed notebook for download
+- :mod:`flowlaws.book.theorem_index`
+  the book's theorem index page (the ``{theorem-index}`` directive)
 
 Conventions (``CONTRIBUTING.md``): weight shapes follow PyTorch's ``out x in`` everywhere (a
 linear layer ``y = W x`` stores ``W`` with shape ``(n_out, n_in)``); ensembles carry a leading
