@@ -223,3 +223,22 @@ def test_wrong_shapes_dtypes_and_empty_data_are_refused_by_name(case, argument):
         assert error is not None, f"{case.name} accepted {argument}={_short(value)}"
     for value in MAYBE_TENSORS[argument]:
         _attempt(case, argument, value)
+
+
+EMPTY = [
+    ("char_dataset", lambda: char_dataset("", 4), "text"),
+    ("quartic_collapse", lambda: quartic.quartic_collapse([], t_final=0.5, dt=0.05), "zetas"),
+    ("ensemble_loss", lambda: ensemble_loss(THETA, SHAPE, X[:0], Y[:0]), "X"),
+    ("mse_loss", lambda: mse_loss(TwoLayer(3, 4, 1).double(), X[:0], Y[:0]), "X"),
+    ("train_ensemble", lambda: adaptive.train_ensemble(THETA, SHAPE, X[:0], Y[:0], lr=0.1,
+                                                       n_steps=2), "X"),
+    ("sgd_discrete", lambda: sde.sgd_discrete(THETA, SHAPE, X[:0], Y[:0], lr=0.1, batch_size=2,
+                                              n_steps=2), "X"),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "argument"), EMPTY, ids=[e[0] for e in EMPTY])
+def test_empty_data_is_refused_by_name(name, call, argument):
+    with pytest.raises((ValueError, TypeError)) as info:
+        call()
+    assert _names(str(info.value), argument), f"{name}: {info.value}"

@@ -74,6 +74,8 @@ class DatasetLoss:
             raise ValueError(
                 f"X and Y need the same number of rows, got {X.shape[0]} and {Y.shape[0]}"
             )
+        if X.shape[0] == 0:
+            raise ValueError("X and Y hold no rows: a loss over no samples is 0/0")
         self.model, self.X, self.Y, self.criterion = model, X, Y, criterion
         self.n_samples = int(X.shape[0])
 

@@ -171,6 +171,8 @@ def ensemble_loss(
     ``N × N`` loss) is a ``ValueError`` naming the shapes.
     """
     # N is the sample axis, -2: X is (N, n_in) shared by the runs or (R, N, n_in) per run
+    if X.shape[-2] == 0:
+        raise ValueError(f"X {tuple(X.shape)} holds no samples: a loss over none is 0/0")
     out = ensemble_forward(theta, shape, X)
     _check_targets(out, Y)
     return 0.5 * (out - Y).pow(2).sum(dim=(1, 2)) / X.shape[-2]

@@ -112,7 +112,7 @@ class GrokConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-            # refuse what cannot train before any folder is made; numpy scalars become Python
+        # refuse what cannot train before any folder is made; numpy scalars become Python
         # numbers (the config is written as JSON)
         fix = functools.partial(object.__setattr__, self)  # the dataclass is frozen
         for name in ("p", "d_model", "n_heads", "d_mlp", "n_runs", "log_every",

@@ -176,7 +176,8 @@ def _entry(tmp_path, name="demo", params=None):
     return tmp_path / f"{name}-{cache.cache_key(name, params or {})}.pt"
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "unsafe"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "unsafe", "no result",
+                                    "old format", "unknown type"])
 def test_a_corrupt_entry_is_recomputed_with_a_warning_naming_it(tmp_path, damage):
     path = _entry(tmp_path)
     cache.cached("demo", {}, lambda: {"x": torch.arange(100)}, tmp_path)
@@ -187,8 +188,14 @@ def test_a_corrupt_entry_is_recomputed_with_a_warning_naming_it(tmp_path, damage
         path.write_bytes(raw[: len(raw) // 2])
     elif damage == "empty":
         path.write_bytes(b"")
-    else:  # a raw numpy array: safe loading refuses it
+    elif damage == "unsafe":  # a raw numpy array: safe loading refuses it
         torch.save(np.arange(3), path)
+    elif damage == "no result":  # a KeyError inside
+        torch.save({"flowlaws_cache": 2}, path)
+    elif damage == "old format":  # a bare result, as the cache wrote before
+        torch.save({"x": torch.arange(100)}, path)
+    else:
+        torch.save({"flowlaws_cache": 2, "result": {cache._TAG: "martian"}}, path)
     with pytest.warns(cache.CacheWarning, match=path.name) as record:
         result = cache.cached("demo", {}, lambda: {"x": torch.arange(5)}, tmp_path)
     message = str(record[0].message)
