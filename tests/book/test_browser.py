@@ -114,7 +114,7 @@ LAYOUT = """() => {
 
 
 def _layout_problems(page) -> list[str]:
-    """What the issue of 2026 found on the pages: each a reason the page fails."""
+    """What issue 15 found on the pages, measured at a 1280 px window: each fails the page."""
     seen = page.evaluate(LAYOUT)
     text, found = seen["text"], []
     if re.search(r"(?<![\d.])0%\|", text):

@@ -271,9 +271,14 @@ def plot_law_runs(runs: list[LawRun], kinds: dict[str, str], title: str,
     """Loss against step next to each law kind's relative error (log scale), one line per run.
 
     ``kinds`` maps a kind (``"QK"`` …) to its panel title. Runs of the same optimizer share a
-    colour; the larger step size is solid, the smaller dashed; the legend sits in the loss panel.
+    colour; the larger step size is solid, the smaller dashed; the legend sits in the free slot
+    of the last row, or in the loss panel.
     """
-    fig, axes = column_panels(1 + len(kinds), height=3.2)
+    n_panels = 1 + len(kinds)
+    # an odd number of panels leaves a slot in the last row: the legend goes there
+    fig, axes = column_panels(n_panels + n_panels % 2, height=3.2)
+    key = axes[n_panels] if n_panels % 2 else None
+    axes = axes[:n_panels]
     colours = {o: f"C{i}" for i, o in enumerate(dict.fromkeys(r.optimizer for r in runs))}
     top = {o: max(r.lr for r in runs if r.optimizer == o) for o in colours}
     for r in runs:
@@ -286,7 +291,11 @@ def plot_law_runs(runs: list[LawRun], kinds: dict[str, str], title: str,
     for ax, label in zip(axes[1:], kinds.values(), strict=True):
         ax.set(xscale="log", yscale="log", xlabel="step k", title=label,
                ylabel=r"$\|h(\theta_k)-h(\theta_0)\|_F\,/\,\|\theta_0^{\mathrm{block}}\|^2$")
-    axes[0].legend()
+    if key is None:
+        axes[0].legend()
+    else:
+        key.axis("off")
+        key.legend(*axes[0].get_legend_handles_labels(), loc="center")
     fig.suptitle(title)
     fig.tight_layout()
     return fig
