@@ -99,6 +99,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the static Vega-Lite view of a slider figure
 - :mod:`flowlaws.book.live`
   the live ipywidgets view of a slider figure
+- :mod:`flowlaws.book.saved_outputs`
+  a notebook saved by ``make lab`` keeps static figures, not kernel-bound widgets
 - :mod:`flowlaws.book.sphinxext`
   a Sphinx extension that loads chart libraries where needed
 
