@@ -11,7 +11,8 @@ keeps its live widgets:
   metadata carries :data:`FIGURE_KEY`) keeps its ``image/png``, the figure as drawn when
   the cell ran; its ``text/html`` Vega chart goes too (it needs the book's vendored Vega,
   which JupyterLab does not load);
-- any other widget (a tqdm bar) keeps its ``text/plain``, e.g. the bar's last text;
+- any other widget is left out, unless it carries a static view besides its ``text/plain``
+  (which is only its repr when first shown: a tqdm bar at 0 %);
 - a widget whose state the notebook saved (ipywidgets' "Save Widget State Automatically")
   is left alone: JupyterLab draws it from that state.
 
@@ -26,7 +27,6 @@ from typing import Any
 __all__ = [
     "FIGURE_KEY",
     "WIDGET_VIEW",
-    "NO_KERNEL_TEXT",
     "for_reopening",
     "pre_save_hook",
 ]
@@ -34,7 +34,6 @@ __all__ = [
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 FIGURE_KEY = "flowlaws_figure"  # output metadata of a slider figure: keep its image/png
-NO_KERNEL_TEXT = "(a live widget: run the cell to show it)"
 
 
 def _saved_models(notebook: dict) -> set[str]:
@@ -43,7 +42,8 @@ def _saved_models(notebook: dict) -> set[str]:
     return set(state.get("state", {}))
 
 
-def _for_reopening(output: dict, saved: set[str]) -> dict:
+def _for_reopening(output: dict, saved: set[str]) -> dict | None:
+    """The output as saved: static, kept as it is, or ``None`` (left out)."""
     data = output.get("data", {})
     view = data.get(WIDGET_VIEW)
     if view is None or (isinstance(view, dict) and view.get("model_id") in saved):
@@ -52,7 +52,7 @@ def _for_reopening(output: dict, saved: set[str]) -> dict:
     if output.get("metadata", {}).get(FIGURE_KEY) and "image/png" in kept:
         kept.pop("text/html", None)
     if not set(kept) - {"text/plain"}:
-        kept.setdefault("text/plain", NO_KERNEL_TEXT)
+        return None  # a widget's text is its repr when shown: a bar at 0 %, a class name
     return output | {"data": kept}
 
 
@@ -66,7 +66,8 @@ def for_reopening(notebook: dict) -> dict:
     cells = []
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") == "code" and cell.get("outputs"):
-            cell = cell | {"outputs": [_for_reopening(o, saved) for o in cell["outputs"]]}
+            outputs = (_for_reopening(o, saved) for o in cell["outputs"])
+            cell = cell | {"outputs": [o for o in outputs if o is not None]}
         cells.append(cell)
     return notebook | {"cells": cells}
 
