@@ -68,7 +68,7 @@ lab: env
 	  $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 lint: env
-	$(VENV)/bin/ruff check lib tests bench tools book
+	$(VENV)/bin/ruff check lib tests bench tools book jupyter_server_config.py
 
 bench: env
 	$(PY) -m bench

@@ -1,11 +1,11 @@
-"""The Jupyter server's settings for the book's notebooks (read by `make lab`).
+"""The Jupyter server's settings for the book's notebooks (read by `make lab` and Binder).
 
-`make lab` puts the repository on JUPYTER_CONFIG_PATH, so this file is read besides the
-reader's own Jupyter settings (a `jupyter lab` started by hand reads it with
-`JUPYTER_CONFIG_PATH=/path/to/flowlaws`). Saving a notebook writes its live widgets as static
-outputs, so a reopened notebook shows each figure without a kernel, never "Error displaying
-widget: model not found" (see lib/flowlaws/book/saved_outputs.py). The module is loaded by its
-path: the server does not import flowlaws (and torch).
+`make lab` (and `start`, which Binder runs first) puts the repository on JUPYTER_CONFIG_PATH,
+so this file is read besides the reader's own Jupyter settings (a `jupyter lab` started by
+hand reads it with `JUPYTER_CONFIG_PATH=/path/to/flowlaws`). Saving a notebook writes its live
+widgets as static outputs, so a reopened notebook shows each figure without a kernel, never
+"Error displaying widget: model not found" (see lib/flowlaws/book/saved_outputs.py). The
+module is loaded by its path: the server does not import flowlaws (and torch).
 """
 
 import importlib.util
