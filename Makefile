@@ -58,15 +58,17 @@ test: env chromium
 # As root (containers, cloud machines) Jupyter refuses to start without --allow-root. The port
 # is fixed (no retries), so the address printed first is the one served; LAB_IP=0.0.0.0 serves
 # other machines too. Jupyter then prints the same address with its token: open that one.
+# JUPYTER_CONFIG_PATH adds jupyter_server_config.py (a saved notebook keeps static figures).
 LAB_IP ?= 127.0.0.1
 LAB_PORT ?= 8888
 lab: env
 	@echo "JupyterLab on book/ at http://$(LAB_IP):$(LAB_PORT)/lab (open the ?token= link below; Ctrl-C stops it)"
-	$(VENV)/bin/jupyter lab book/ --ip=$(LAB_IP) --port=$(LAB_PORT) --ServerApp.port_retries=0 \
+	JUPYTER_CONFIG_PATH="$(CURDIR)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(VENV)/bin/jupyter lab book/ --ip=$(LAB_IP) --port=$(LAB_PORT) --ServerApp.port_retries=0 \
 	  $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 lint: env
-	$(VENV)/bin/ruff check lib tests bench tools book
+	$(VENV)/bin/ruff check lib tests bench tools book jupyter_server_config.py
 
 bench: env
 	$(PY) -m bench

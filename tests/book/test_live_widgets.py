@@ -42,6 +42,8 @@ def test_widget_moves_in_a_kernel():
     NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
     shown = notebook.cells[0].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" in shown and "text/html" in shown
+    assert "image/png" in shown, "the picture a notebook saved by `make lab` keeps"
+    assert notebook.cells[0].outputs[0]["metadata"].get("flowlaws_figure") is True
     assert "lr = 0.04, runs = 4" in notebook.cells[1].outputs[0]["text"]
     off_grid = notebook.cells[2].outputs[0]["text"]
     assert off_grid.startswith("0.028 ") and "lr = 0.028, runs = 4" in off_grid, "not computed"
