@@ -89,6 +89,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   progress bars, or reports to a live figure (every long loop)
 - :mod:`flowlaws.book.cache`
   compute or load: results cached on disk, written atomically (II.1–II.9)
+- :mod:`flowlaws.book.call_cache`
+  ``cached_call``: a cached call keyed by the function and everything it reads (II.1–II.9)
 - :mod:`flowlaws.book.style`
   the book's matplotlib style (every chapter)
 - :mod:`flowlaws.book.tables`
