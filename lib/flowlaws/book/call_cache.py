@@ -133,6 +133,10 @@ def describe_path(path: PurePath) -> Any:
 def describe_other(obj: Any, where: str) -> Any:
     """The description of a value :func:`flowlaws.book.cache._canonical` does not know, or
     ``NotImplemented``."""
+    if obj is Ellipsis:  # x[..., 0] in a function's code
+        return {"ellipsis": True}
+    if isinstance(obj, bytes | bytearray):
+        return {"bytes": _cache._digest(bytes(obj))}
     if isinstance(obj, torch.Generator):
         return {"generator": str(obj.device), "state": _cache._canonical(obj.get_state(), where)}
     if callable(obj) and isinstance(obj, functools.partial | types.MethodType):
