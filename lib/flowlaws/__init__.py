@@ -67,6 +67,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
 - :mod:`flowlaws.percolation.grokking`
   an ensemble of one-layer Transformers on modular addition (II.7)
+- :mod:`flowlaws.percolation.grok_store`
+  a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
 - :mod:`flowlaws.percolation.fragmentation`
   merged neurons that split after a task switch (II.9)
 
