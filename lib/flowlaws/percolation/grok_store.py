@@ -224,8 +224,10 @@ def load_checkpoint(folder: Path, device: torch.device, version: int, check) -> 
     checkpoint of another training-code version is set aside as ``checkpoint-v<old>.pt``.
     """
     staged = folder / (NEWEST + ".new")
-    if staged.exists() and not (folder / NEWEST).exists():
-        os.replace(staged, folder / NEWEST)  # killed between the two replaces: it is complete
+    if staged.exists():  # a save killed before its replaces finished: the staged file is whole
+        if (folder / NEWEST).exists():
+            os.replace(folder / NEWEST, folder / PREVIOUS)
+        os.replace(staged, folder / NEWEST)
     for name in (NEWEST, PREVIOUS):
         ckpt, reason = _read(folder / name, device, check)
         if reason is not None:

@@ -127,3 +127,15 @@ def test_a_kill_between_the_two_replaces_keeps_the_new_checkpoint(tmp_path):
     # as if killed after the newest became the previous one, before the new one replaced it
     (folder / "checkpoint.pt").rename(folder / "checkpoint.pt.new")
     assert train(cfg, tmp_path).resumed_from == 8
+
+
+def test_a_kill_before_the_replaces_uses_the_staged_checkpoint(tmp_path):
+    cfg = GrokConfig(**TINY, n_steps=8)
+    train(GrokConfig(**TINY, n_steps=4), tmp_path)
+    folder = train(cfg, tmp_path).folder
+    # as if killed after the step-8 checkpoint was staged, before any replace: the folder holds
+    # the staged step 8, the newest step 4 and the previous step 0
+    (folder / "checkpoint.pt").rename(folder / "checkpoint.pt.new")
+    (folder / "checkpoint.prev.pt").rename(folder / "checkpoint.pt")
+    assert train(cfg, tmp_path).resumed_from == 8
+    assert torch.load(folder / "checkpoint.prev.pt", weights_only=True)["step"] == 4
