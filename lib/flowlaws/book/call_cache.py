@@ -16,7 +16,7 @@ chapter's key that left out ``n_samples`` served the 64-sample result to a 16-sa
 - files and folders: a :class:`pathlib.Path` that exists is described by the names, sizes and
   modification times of its files (recursively for a folder), so an edited data folder is read
   again; a missing path by its name;
-- a ``torch.Generator`` by its state.
+- a ``torch.Generator`` or a numpy random generator by its state.
 
 A value whose content cannot be hashed (an open figure read as a global, say) is refused with a
 ``TypeError`` naming it and the function that reads it.
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePath
 from typing import Any
 
+import numpy as np
 import torch
 
 from flowlaws.book import cache as _cache
@@ -137,6 +138,10 @@ def describe_other(obj: Any, where: str) -> Any:
         return {"ellipsis": True}
     if isinstance(obj, bytes | bytearray):
         return {"bytes": _cache._digest(bytes(obj))}
+    if isinstance(obj, np.random.Generator | np.random.RandomState):
+        state = obj.bit_generator.state if isinstance(obj, np.random.Generator) else \
+            obj.get_state(legacy=False)
+        return {"numpy_generator": type(obj).__name__, "state": _cache._canonical(state, where)}
     if isinstance(obj, torch.Generator):
         return {"generator": str(obj.device), "state": _cache._canonical(obj.get_state(), where)}
     if callable(obj) and isinstance(obj, functools.partial | types.MethodType):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 
@@ -127,3 +128,7 @@ def test_a_generator_is_keyed_by_its_state():
     before = call_key(torch.randn, (3,), {"generator": g})
     torch.randn(3, generator=g)
     assert call_key(torch.randn, (3,), {"generator": g}) != before
+    rng = np.random.default_rng(0)
+    before = call_key(np.random.Generator.normal, (rng,), {})
+    rng.normal()
+    assert call_key(np.random.Generator.normal, (rng,), {}) != before
