@@ -41,7 +41,7 @@ from flowlaws.percolation.clusters import cmax, dead_neurons, relative_distance
 
 __all__ = ["GrokStoreWarning", "trajectory_key", "neuron_forests", "cmax_from_forests",
            "save_checkpoint", "load_checkpoint", "check_checkpoint", "read_records",
-           "merge_order_parameter", "nearest_neighbour_distance"]
+           "merge_order_parameter", "nearest_neighbour_distance", "warn_older_runs"]
 
 NEWEST, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
 
@@ -287,3 +287,26 @@ def read_records(ckpt: dict, n_steps: int, log_every: int, tols: tuple[float, ..
     forests = torch.stack(m["forests"]).numpy()[keep]
     arrays["c_max"] = cmax_from_forests(forests, tols)
     return steps[keep], arrays
+
+
+def warn_older_runs(folder: Path, key_params: dict) -> None:
+    """Warn about folders beside ``folder`` that hold the same trajectory stored by a flowlaws
+    older than training-code versions (keyed by a hash of the whole library): they cannot be
+    resumed, so the reader learns why training starts again."""
+    same = dict(key_params)
+    try:
+        others = [p for p in folder.parent.glob("grokking-*/config.json") if p.parent != folder]
+    except OSError:
+        return
+    for path in others:
+        try:
+            stored = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if "training_code_version" in stored:
+            continue
+        if {k: v for k, v in stored.items() if k not in ("tols", "log_every")} == same:
+            warnings.warn(f"{path.parent} holds a run of this configuration stored by an older "
+                          "flowlaws (before training-code versions), which cannot be resumed: "
+                          f"training starts again in {folder}; delete the old folder when done",
+                          GrokStoreWarning, stacklevel=3)

@@ -66,6 +66,7 @@ from flowlaws.percolation.grok_store import (
     read_records,
     save_checkpoint,
     trajectory_key,
+    warn_older_runs,
 )
 
 __all__ = [
@@ -348,6 +349,7 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     if ckpt is not None:
         torch.set_rng_state(ckpt["rng"].cpu())
     else:
+        warn_older_runs(folder, cfg.key_params(dev))
         ckpt = _fresh(cfg, dev, data)
         config_text = json.dumps({**cfg.key_params(dev),  # fails before the mkdir
                                   "training_code_version": TRAINING_CODE_VERSION}, indent=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -139,3 +140,16 @@ def test_a_kill_before_the_replaces_uses_the_staged_checkpoint(tmp_path):
     (folder / "checkpoint.prev.pt").rename(folder / "checkpoint.pt")
     assert train(cfg, tmp_path).resumed_from == 8
     assert torch.load(folder / "checkpoint.prev.pt", weights_only=True)["step"] == 4
+
+
+def test_a_run_stored_before_training_code_versions_is_named(tmp_path):
+    cfg = GrokConfig(**TINY, n_steps=4)
+    old = tmp_path / "grokking-0123456789abcdef01234567"  # a folder keyed the old way
+    old.mkdir()
+    stored = {**cfg.key_params(torch.device("cpu")), "tols": [0.05], "log_every": 2}
+    (old / "config.json").write_text(json.dumps(stored))
+    with pytest.warns(GrokStoreWarning, match=rf"{old} holds a run of this configuration"):
+        assert train(cfg, tmp_path).resumed_from == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GrokStoreWarning)  # the new run is found: no warning
+        assert train(cfg, tmp_path).resumed_from == 4
