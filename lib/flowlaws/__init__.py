@@ -67,6 +67,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
 - :mod:`flowlaws.percolation.grokking`
   an ensemble of one-layer Transformers on modular addition (II.7)
+- :mod:`flowlaws.percolation.grok_store`
+  a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
 - :mod:`flowlaws.percolation.fragmentation`
   merged neurons that split after a task switch (II.9)
 
@@ -89,6 +91,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   progress bars, or reports to a live figure (every long loop)
 - :mod:`flowlaws.book.cache`
   compute or load: results cached on disk, written atomically (II.1–II.9)
+- :mod:`flowlaws.book.call_cache`
+  ``cached_call``: a cached call keyed by the function and everything it reads (II.1–II.9)
 - :mod:`flowlaws.book.style`
   the book's matplotlib style (every chapter)
 - :mod:`flowlaws.book.tables`

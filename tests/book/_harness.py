@@ -57,42 +57,82 @@ def parameters_cell(notebook: nbformat.NotebookNode, name: str = "") -> dict[str
         raise SmokeParameterError(
             f"{name}: expected one cell tagged 'parameters', found {len(cells)}"
         )
+    source = cells[0].source
+    lines = source.splitlines()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        n = error.lineno or 0
+        line = lines[n - 1].strip() if 0 < n <= len(lines) else ""
+        raise SmokeParameterError(
+            f"{name}: line {n} of the parameters cell is not plain Python (a magic or a shell "
+            f"command?): {line!r}; the cell holds assignments of literals only"
+        ) from None
     defaults: dict[str, object] = {}
-    for node in ast.parse(cells[0].source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-            if isinstance(target, ast.Name):
-                defaults[target.id] = ast.literal_eval(node.value)
+    for node in tree.body:
+        text = lines[node.lineno - 1].strip()
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            raise SmokeParameterError(
+                f"{name}: line {node.lineno} of the parameters cell, {text!r}, is not an "
+                "assignment `name = literal`; papermill and the smoke test read only those"
+            )
+        try:
+            defaults[node.targets[0].id] = ast.literal_eval(node.value)
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            raise SmokeParameterError(
+                f"{name}: line {node.lineno} of the parameters cell assigns "
+                f"{node.targets[0].id!r} an expression, not a literal: {text!r}; compute it "
+                "in a later cell"
+            ) from None
     return defaults
 
 
-def _type_ok(default: object, value: object) -> bool:
+def _type_problem(default: object, value: object, element: str = "") -> str | None:
+    """Why ``value`` cannot replace ``default``, or ``None`` when it can; ``element`` names a
+    list element (``"[1]"``)."""
     if default is None:
-        return True
+        return None
     if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, int | float)
-    if isinstance(default, list | tuple):
-        if not isinstance(value, list | tuple):
-            return False
-        return not default or all(_type_ok(default[0], v) for v in value)
-    return type(value) is type(default)
+        ok = isinstance(default, bool) and isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float)
+    elif isinstance(default, list | tuple):
+        if isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                if default and (problem := _type_problem(default[0], v, f"{element}[{i}]")):
+                    return problem
+            return None
+        ok = False
+    else:
+        ok = type(value) is type(default)
+    if ok:
+        return None
+    if element:
+        return (f"element {element} = {value!r} has type {type(value).__name__}, the elements "
+                f"of the notebook's default (first: {default!r}) have type "
+                f"{type(default).__name__}")
+    return (f"{value!r} has type {type(value).__name__}, the notebook's default {default!r} "
+            f"has type {type(default).__name__}")
+
+
+def _type_ok(default: object, value: object) -> bool:
+    return _type_problem(default, value) is None
 
 
 def check_overrides(name: str, defaults: dict[str, object], overrides: dict[str, object]) -> None:
-    """Refuse unknown keys and values of the wrong type, naming the notebook and the key."""
+    """Refuse unknown keys and values of the wrong type, naming the notebook and the key (and
+    the element of a list)."""
     for key, value in overrides.items():
         if key not in defaults:
             raise SmokeParameterError(
                 f"{name}: smoke parameter {key!r} is not defined in the parameters cell "
                 f"(defined: {', '.join(sorted(defaults))})"
             )
-        if not _type_ok(defaults[key], value):
-            raise SmokeParameterError(
-                f"{name}: smoke parameter {key!r} = {value!r} has type {type(value).__name__}, "
-                f"the notebook's default {defaults[key]!r} has type {type(defaults[key]).__name__}"
-            )
+        if problem := _type_problem(defaults[key], value):
+            raise SmokeParameterError(f"{name}: smoke parameter {key!r} = {problem}"
+                                      if not problem.startswith("element") else
+                                      f"{name}: smoke parameter {key!r}: {problem}")
 
 
 def checked_overrides(path: str) -> dict[str, object]:

@@ -24,6 +24,33 @@ def test_bad_overrides_are_refused_naming_notebook_and_key(overrides, key):
         check_overrides("some/nb.ipynb", DEFAULTS, overrides)
 
 
+def test_a_wrong_element_type_names_the_key_and_the_element():
+    # issue 16: this read "has type list, ... has type list"
+    with pytest.raises(SmokeParameterError, match=r"^nb: smoke parameter 'lrs': element \[1\] = "
+                       r"'a' has type str, the elements of the notebook's default \(first: 0\.1\)"
+                       r" have type float"):
+        check_overrides("nb", DEFAULTS, {"lrs": [0.3, "a"]})
+    nested = {"sizes": [[3, 2]]}
+    with pytest.raises(SmokeParameterError, match=r"'sizes': element \[0\]\[1\] = 2\.5"):
+        check_overrides("nb", nested, {"sizes": [[3, 2.5]]})
+
+
+@pytest.mark.parametrize(
+    "source, line, what",
+    [("width = 4\nn = 2 * width\n", 2, "an expression, not a literal: 'n = 2 \\* width'"),
+     ("width = 4\n%time x = 1\n", 2, "not plain Python"),
+     ("!ls\n", 1, "not plain Python"),
+     ("width = 4\nprint(width)\n", 2, "'print\\(width\\)', is not an assignment")],
+)
+def test_a_parameters_cell_with_an_expression_or_a_magic_names_notebook_and_line(
+        source, line, what):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(source, metadata={"tags": ["parameters"]})])
+    with pytest.raises(SmokeParameterError,
+                       match=rf"^book/x\.ipynb: line {line} of the parameters cell.*{what}"):
+        parameters_cell(nb, "book/x.ipynb")
+
+
 def test_parameters_cell_is_read_from_the_tagged_cell():
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("x = 1"),

@@ -54,6 +54,7 @@ __all__ = [
     "atomic_save",
     "remove_stale_partials",
     "cached",
+    "store_or_load",
 ]
 
 
@@ -175,18 +176,21 @@ def _canonical(obj: Any, where: str) -> Any:
         return {"range": [obj.start, obj.stop, obj.step]}
     if isinstance(obj, slice):
         return {"slice": [_canonical(x, where) for x in (obj.start, obj.stop, obj.step)]}
-    if isinstance(obj, PurePath):
-        return {"path": str(obj)}
+    if isinstance(obj, PurePath):  # an existing file or folder: with its files' stamps
+        return _calls().describe_path(obj)
     if isinstance(obj, torch.dtype | torch.device | np.dtype):
         return {_qualname(obj): str(obj)}
     if isinstance(obj, types.FunctionType | types.BuiltinFunctionType | type):
-        if "<lambda>" in obj.__qualname__ or "<locals>" in obj.__qualname__:
-            raise TypeError(f"cache key: {where} is a lambda or local function {obj.__qualname__!r}"
-                            ", which cannot be identified by content; pass its parameters instead")
-        return {"function": f"{obj.__module__}:{obj.__qualname__}"}
+        return _calls().describe_function(obj, where)  # a notebook's: its code and globals
+    if (described := _calls().describe_other(obj, where)) is not NotImplemented:
+        return described
     raise TypeError(
         f"cache key: {where} has type {_qualname(obj)}, whose content the cache cannot hash; "
         "pass numbers, strings, arrays, tensors, modules, dataclasses or containers of them")
+
+
+def _calls() -> types.ModuleType:
+    return importlib.import_module("flowlaws.book.call_cache")  # it imports this module
 
 
 def _module_structure(module: torch.nn.Module) -> str:
@@ -416,13 +420,19 @@ def cached(
 ) -> Any:
     """Return the stored result for ``(name, params)``, computing and storing it when missing.
 
-    ``cache_dir=None`` uses :func:`cache_dir` (``$FLOWLAWS_CACHE`` or ``~/.cache/flowlaws``,
-    read at this call). When the result cannot be saved it is returned anyway, with a
-    :class:`CacheWarning` naming the file; an entry that cannot be read is recomputed, with a
-    warning naming it.
+    Prefer :func:`flowlaws.book.call_cache.cached_call`, whose key is derived from everything
+    the computation reads: here ``params`` must list it by hand. ``cache_dir=None`` uses
+    :func:`cache_dir` (read at this call). A result that cannot be saved is returned anyway,
+    with a :class:`CacheWarning` naming the file; an unreadable entry is recomputed, named.
     """
+    return store_or_load(f"{name}-{cache_key(name, params)}", compute, cache_dir, name=name)
+
+
+def store_or_load(stem: str, compute: Callable[[], Any], cache_dir: Path | str | None = None,
+                  name: str = "") -> Any:
+    """The entry ``<cache_dir>/<stem>.pt``: loaded when readable, else computed and saved."""
     folder = Path(cache_dir).expanduser() if cache_dir is not None else _default_dir()
-    path = folder / f"{name}-{cache_key(name, params)}.pt"
+    path = folder / f"{stem}.pt"
     found, result = _load_entry(path)
     if found:
         return result
@@ -433,5 +443,5 @@ def cached(
     except Exception as error:  # noqa: BLE001 - the computed result is never thrown away
         warnings.warn(f"could not save the result to the cache file {path} "
                       f"({type(error).__name__}: {error}); it is returned but not cached",
-                      CacheWarning, stacklevel=2)
+                      CacheWarning, stacklevel=3)
     return result

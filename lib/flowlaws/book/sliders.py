@@ -27,6 +27,7 @@ __all__ = [
     "Knob",
     "SliderGrid",
     "compute_grid",
+    "GridPointError",
 ]
 
 
@@ -239,17 +240,47 @@ def _arguments(knobs: Sequence[Knob], key: Key) -> dict[str, float | int]:
     return {k.name: k.cast(v) for k, v in zip(knobs, key, strict=True)}
 
 
+class GridPointError(RuntimeError):
+    """Points of a slider grid failed. ``failures`` maps each failed point's key to its error;
+    ``points`` holds the finished points: pass them back as ``compute_grid(..., done=...)`` to
+    compute only what is missing."""
+
+    def __init__(self, message: str, failures: dict[Key, BaseException],
+                 points: dict[Key, SliderPoint]) -> None:
+        super().__init__(message)
+        self.failures, self.points = failures, points
+
+
 def compute_grid(
     compute: Callable[..., SliderPoint], knobs: Knob | Sequence[Knob], *, progress: bool = True,
-    **grid_options,
+    done: dict[Key, SliderPoint] | None = None, **grid_options,
 ) -> SliderGrid:
     """Call ``compute(**{knob.name: value, ...})`` at every combination of the knobs' values.
 
     The first knob varies slowest, so a ``compute`` that caches one expensive run per value of
     the first knob and slices it for the others (the number of runs, say) does each run once.
     ``grid_options`` go to :class:`SliderGrid`; a tqdm bar counts the points when ``progress``.
+    A point that fails does not throw the others away: every other point is computed, then
+    :class:`GridPointError` names each failed point by its knobs' values and keeps the
+    finished ones (``error.points``; ``done=error.points`` skips them in the next call).
     """
     knobs = _knob_list(knobs)
-    points = {key: compute(**_arguments(knobs, key))
-              for key in track(_keys(knobs), desc="slider grid", enabled=progress)}
+    points = {round_key(k): p for k, p in (done or {}).items()}
+    failures: dict[Key, BaseException] = {}
+    for key in track(_keys(knobs), desc="slider grid", enabled=progress):
+        if round_key(key) in points:
+            continue
+        try:
+            points[round_key(key)] = compute(**_arguments(knobs, key))
+        except Exception as error:  # noqa: BLE001 - named below, with the finished points kept
+            failures[key] = error
+    if failures:
+        named = "; ".join(
+            ", ".join(f"{k.name}={v:g}" for k, v in zip(knobs, key, strict=True))
+            + f" ({type(e).__name__}: {e})" for key, e in failures.items())
+        first = next(iter(failures.values()))
+        raise GridPointError(f"{len(failures)} of {len(_keys(knobs))} slider points failed: "
+                             f"{named}. The {len(points)} finished points are kept in "
+                             "error.points (compute_grid(..., done=error.points) computes only "
+                             "the rest)", failures, points) from first
     return SliderGrid(knobs=knobs, points=points, **grid_options)

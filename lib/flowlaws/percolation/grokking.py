@@ -26,10 +26,13 @@ neurons linked by relative distances below ``tol`` (:func:`flowlaws.percolation.
 NaN for a run whose weights are not finite), for each
 ``tol`` in ``tols``, and the median distance of a neuron to its nearest neighbour. Every
 ``checkpoint_every`` steps the whole state (parameters, AdamW moments, step, metrics so far,
-RNG state) is written atomically (:func:`flowlaws.book.cache.atomic_save`) to one file in a folder
-keyed by the run's parameters; a later call with the same parameters resumes from it, so an
-interrupted run (a ``KeyboardInterrupt``, a lost Colab session) loses only the steps since
-the last checkpoint, and a finished run is loaded instead of trained again.
+RNG state) is written beside the previous checkpoint, then replaces it, in a folder keyed by
+what determines the trajectory and by nothing else (:mod:`flowlaws.percolation.grok_store`:
+not the library's code, but :data:`TRAINING_CODE_VERSION`, and not the metric-only settings
+``log_every`` and ``tols``: C_max is recomputed from stored spanning forests at any ``tols``).
+A later call resumes from it, so an interrupted run (a ``KeyboardInterrupt``, a lost Colab
+session) loses only the steps since the last checkpoint, a finished run is loaded instead of
+trained again, and a corrupt newest checkpoint falls back to the previous one, with a warning.
 
 Explained in: book/02_percolation/07_grokking.ipynb
 """
@@ -48,14 +51,27 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from flowlaws.book.cache import atomic_save, cache_key
 from flowlaws.book.cache import cache_dir as default_cache_dir
 from flowlaws.book.progress import bar as progress_bar
 from flowlaws.common.checks import as_betas, as_float, as_int
 from flowlaws.common.optim import EnsembleDivergenceError, UpdateRule
-from flowlaws.percolation.clusters import cmax, dead_neurons, relative_distance
+from flowlaws.percolation.grok_store import (
+    GrokStoreWarning,
+    _mlp_neurons,
+    check_checkpoint,
+    load_checkpoint,
+    merge_order_parameter,
+    nearest_neighbour_distance,
+    neuron_forests,
+    read_records,
+    save_checkpoint,
+    trajectory_key,
+    warn_older_runs,
+)
 
 __all__ = [
+    "TRAINING_CODE_VERSION",
+    "GrokStoreWarning",
     "PARAM_NAMES",
     "METRICS",
     "DTYPES",
@@ -74,6 +90,12 @@ __all__ = [
 ]
 
 
+TRAINING_CODE_VERSION = 2
+"""The version of the training math (model, loss, AdamW, warm-up, initialisation, data split).
+Bump it by hand when a change alters the trajectory: stored runs of another version are then
+trained again, with a warning; any other change of the library keeps them."""
+
+
 PARAM_NAMES = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_in", "b_in", "W_out", "b_out",
                "W_U")
 
@@ -88,8 +110,9 @@ METRICS = ("train_acc", "test_acc", "train_loss", "test_loss", "c_max", "nn_dist
 class GrokConfig:
     """Everything that defines a grokking ensemble; the defaults are Nanda et al.'s setting.
 
-    ``n_steps`` and ``checkpoint_every`` do not change the trajectory, so they are not part
-    of the run's key (:func:`run_folder`): a longer run resumes from a shorter one.
+    ``n_steps``, ``checkpoint_every``, ``log_every`` and ``tols`` do not change the trajectory,
+    so they are not part of the run's key (:func:`run_folder`): a longer run resumes from a
+    shorter one, and other metrics are recomputed from the stored records.
     """
 
     p: int = 113                 # the modulus; p + 1 tokens (0..p-1 and '=')
@@ -147,9 +170,9 @@ class GrokConfig:
     def key_params(self, device: torch.device) -> dict:
         """The parameters that define the trajectory (the run folder's key)."""
         d = dataclasses.asdict(self)
-        for k in ("n_steps", "checkpoint_every"):
+        for k in ("n_steps", "checkpoint_every", "log_every", "tols"):
             d.pop(k)
-        d["betas"], d["tols"] = list(d["betas"]), list(d["tols"])
+        d["betas"] = list(d["betas"])
         d["device"] = torch.device(device).type
         return d
 
@@ -173,6 +196,13 @@ def modular_data(p: int, fraction: float, seed: int = 0, device: torch.device | 
     return tuple(t.to(device) for t in (x[tr], y[tr], x[te], y[te]))
 
 
+def _shapes(cfg: GrokConfig) -> dict[str, tuple[int, ...]]:  # one network's
+    d, H, m, p = cfg.d_model, cfg.n_heads, cfg.d_mlp, cfg.p
+    return {"W_E": (p + 1, d), "W_pos": (3, d), "W_Q": (H, d // H, d), "W_K": (H, d // H, d),
+            "W_V": (H, d // H, d), "W_O": (d, d), "W_in": (m, d), "b_in": (m,),
+            "W_out": (d, m), "b_out": (d,), "W_U": (d, p)}
+
+
 def init_params(cfg: GrokConfig, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     """Nanda et al.'s initialisation, ``R = cfg.n_runs`` independent networks stacked.
 
@@ -181,10 +211,7 @@ def init_params(cfg: GrokConfig, device: torch.device | str = "cpu") -> dict[str
     ``W_Q, W_K, W_V (H, d_head, d)``, ``W_O (d, H·d_head)``, ``W_in (d_mlp, d)``,
     ``b_in (d_mlp,)``, ``W_out (d, d_mlp)``, ``b_out (d,)``, ``W_U (d, p)``.
     """
-    d, H, m, p = cfg.d_model, cfg.n_heads, cfg.d_mlp, cfg.p
-    shapes = {"W_E": (p + 1, d), "W_pos": (3, d), "W_Q": (H, d // H, d), "W_K": (H, d // H, d),
-              "W_V": (H, d // H, d), "W_O": (d, d), "W_in": (m, d), "b_in": (m,),
-              "W_out": (d, m), "b_out": (d,), "W_U": (d, p)}
+    shapes, d, p = _shapes(cfg), cfg.d_model, cfg.p
     dtype = getattr(torch, cfg.dtype)
     runs = []
     for r in range(cfg.n_runs):
@@ -233,41 +260,6 @@ def loss_and_accuracy(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch
     return loss, acc
 
 
-def _mlp_neurons(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The MLP as ``V = [W_in, b_in]`` ``(R, d_mlp, d_model + 1)`` and ``U = W_out``."""
-    V = torch.cat([params["W_in"], params["b_in"][..., None]], dim=-1).detach().double().cpu()
-    return V, params["W_out"].detach().double().cpu()
-
-
-def _neuron_distances(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(R, d_mlp, d_mlp)`` relative distances of the MLP neurons and ``(R, d_mlp)`` alive."""
-    V, U = _mlp_neurons(params)
-    return relative_distance(V, U), ~dead_neurons(V, U)
-
-
-def merge_order_parameter(params: dict[str, torch.Tensor], tols: tuple[float, ...] | float
-                          ) -> np.ndarray:
-    """``(R, n_tols)`` the largest group of merged MLP neurons of every run, per tolerance
-    (``(R,)`` for one float ``tols``); NaN for a run whose weights are not finite.
-
-    Neuron ``i`` is ``[W_in[i, :], b_in[i], W_out[:, i]]``; ``C_max`` is
-    :func:`flowlaws.percolation.clusters.cmax` of these vectors at each ``tol``.
-    """
-    V, U = _mlp_neurons(params)
-    out = np.stack([cmax(V, U, tol).numpy() for tol in np.atleast_1d(tols)], axis=1)
-    return out[:, 0] if np.ndim(tols) == 0 else out
-
-
-def nearest_neighbour_distance(params: dict[str, torch.Tensor]) -> np.ndarray:
-    """``(R,)`` the median over live MLP neurons of the relative distance to the nearest other
-    neuron: a continuous measure of how close the neurons are to merging."""
-    dist, alive = _neuron_distances(params)
-    far = torch.where(alive[:, None, :] & ~torch.eye(dist.shape[1], dtype=torch.bool),
-                      dist, torch.inf)
-    nn = torch.where(alive, far.min(-1).values, torch.nan)
-    return nn.nanmedian(-1).values.numpy()
-
-
 @dataclass
 class GrokRun:
     """What :func:`train` returns. ``steps`` ``(T,)``; ``train_acc``, ``test_acc``,
@@ -298,27 +290,25 @@ def run_folder(cfg: GrokConfig, device: torch.device | str = "cpu",
                cache_dir: Path | str | None = None) -> Path:
     """The folder of a run: ``<cache_dir>/grokking-<key of the trajectory's parameters>``."""
     base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return base / f"grokking-{cache_key('grokking', cfg.key_params(torch.device(device)))}"
+    return base / f"grokking-{trajectory_key(cfg.key_params(torch.device(device)))}"
 
 
-def _record(metrics: dict[str, list], step: int, params, data, tols: tuple[float, ...]
-            ) -> None:
+def _record(metrics: dict[str, list], step: int, params, data) -> None:
     with torch.no_grad():
         tr_loss, tr_acc = loss_and_accuracy(params, data[0], data[1])
         te_loss, te_acc = loss_and_accuracy(params, data[2], data[3])
     metrics["steps"].append(step)
     for name, val in zip(METRICS[:4], (tr_acc, te_acc, tr_loss, te_loss), strict=True):
         metrics[name].append(val.cpu().tolist())
-    metrics["c_max"].append(merge_order_parameter(params, tols).tolist())
+    metrics["forests"].append(neuron_forests(*_mlp_neurons(params)))  # C_max at any tol
     metrics["nn_distance"].append(nearest_neighbour_distance(params).tolist())
 
 
-def _load(path: Path, device: torch.device) -> dict | None:
-    if not path.exists():
-        return None
-    ckpt = torch.load(path, weights_only=True, map_location=device)
-    torch.set_rng_state(ckpt["rng"].cpu())
-    return ckpt
+def _checker(cfg: GrokConfig):
+    """A check that a loaded checkpoint holds what training needs, shaped for ``cfg``."""
+    shapes = {k: (cfg.n_runs, *v) for k, v in _shapes(cfg).items()}
+    return functools.partial(check_checkpoint, shapes=shapes,
+                             metrics=[n for n in METRICS if n != "c_max"])
 
 
 def _fresh(cfg: GrokConfig, dev: torch.device, data) -> dict:
@@ -326,14 +316,15 @@ def _fresh(cfg: GrokConfig, dev: torch.device, data) -> dict:
     ckpt = {"step": 0, "params": params, "rng": torch.get_rng_state(),
             "state": {f"{m}.{k}": torch.zeros_like(t) for k, t in params.items() for m in "mv"},
             # the AdamW moments of parameter k as "m.k" and "v.k": a flat dict of tensors
-            "metrics": {"steps": [], **{name: [] for name in METRICS}}}
-    _record(ckpt["metrics"], 0, params, data, cfg.tols)
+            "metrics": {"steps": [], "forests": [], **{n: [] for n in METRICS if n != "c_max"}},
+            "record_every": cfg.log_every, "training_code_version": TRAINING_CODE_VERSION}
+    _record(ckpt["metrics"], 0, params, data)
     return ckpt
 
 
-def _save(ckpt: dict, path: Path) -> None:
+def _save(ckpt: dict, folder: Path) -> None:
     ckpt["rng"] = torch.get_rng_state()
-    atomic_save(ckpt, path)
+    save_checkpoint(ckpt, folder)
 
 
 def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
@@ -342,24 +333,33 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     """Train (or resume, or load) the ensemble of ``cfg`` up to ``cfg.n_steps`` steps.
 
     The checkpoint ``checkpoint.pt`` in :func:`run_folder` is read with
-    ``torch.load(..., weights_only=True)``; training restarts from its step. ``callback(step)``
-    is called after every step (the tests use it to interrupt a run). A progress bar
-    (:func:`flowlaws.book.progress.bar`) shows the steps and the ensemble's mean test accuracy.
-    A run whose loss becomes NaN or infinite raises :class:`GrokDivergenceError` (runs, step,
-    lr) and is not saved: the folder keeps its last finite checkpoint.
+    ``torch.load(..., weights_only=True)``; training restarts from its step (from the previous
+    checkpoint, with a :class:`GrokStoreWarning` naming the file, when it cannot be read).
+    ``callback(step)`` is called after every step (the tests use it to interrupt a run). A
+    progress bar (:func:`flowlaws.book.progress.bar`) shows the steps and the ensemble's mean
+    test accuracy. A run whose loss becomes NaN or infinite raises
+    :class:`GrokDivergenceError` (runs, step, lr) and is not saved: the folder keeps its last
+    finite checkpoint.
     """
     t0 = time.perf_counter()
     dev = torch.device(device or "cpu")
     folder = run_folder(cfg, dev, cache_dir)
-    path = folder / "checkpoint.pt"
     data = modular_data(cfg.p, cfg.fraction, cfg.data_seed, dev)
-    ckpt = _load(path, dev) or _fresh(cfg, dev, data)
-    start = ckpt["step"]
-    if not path.exists():
-        config_text = json.dumps(cfg.key_params(dev), indent=1)  # fails before the mkdir
+    ckpt = load_checkpoint(folder, dev, TRAINING_CODE_VERSION, _checker(cfg))
+    if ckpt is not None:
+        torch.set_rng_state(ckpt["rng"].cpu())
+    else:
+        warn_older_runs(folder, cfg.key_params(dev))
+        ckpt = _fresh(cfg, dev, data)
+        config_text = json.dumps({**cfg.key_params(dev),  # fails before the mkdir
+                                  "training_code_version": TRAINING_CODE_VERSION}, indent=1)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(config_text)
-        _save(ckpt, path)
+        _save(ckpt, folder)
+    start = ckpt["step"]
+    every = math.gcd(int(ckpt["record_every"]), cfg.log_every)  # the finest asked for so far
+    if start < cfg.n_steps:
+        ckpt["record_every"] = every
     params, state, step = ckpt["params"], ckpt["state"], start
     rule = UpdateRule("adamw", cfg.lr, betas=cfg.betas, eps=cfg.eps,
                       weight_decay=cfg.weight_decay)
@@ -379,14 +379,14 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
         lr = _lr_at(cfg, step)
         _adamw(rule, params, dict(zip(params, grads, strict=True)), state, step, lr)
         ckpt["step"] = step
-        if step % cfg.log_every == 0:
-            _record(ckpt["metrics"], step, params, data, cfg.tols)
+        if step % every == 0:
+            _record(ckpt["metrics"], step, params, data)
             bar.set_postfix(test_acc=f"{np.mean(ckpt['metrics']['test_acc'][-1]):.2f}")
         if step % cfg.checkpoint_every == 0 or step == cfg.n_steps:
             with torch.no_grad():  # never store a diverged state, finished or not
                 loss, _ = loss_and_accuracy(params, data[0], data[1])
             _raise_if_diverged(_mark_diverged(diverged, loss, step), cfg, folder)
-            _save(ckpt, path)
+            _save(ckpt, folder)
         bar.update(1)
         if callback is not None:
             callback(step)
@@ -427,10 +427,8 @@ def _adamw(rule: UpdateRule, params: dict[str, torch.Tensor], grads: dict[str, t
 
 def _result(cfg: GrokConfig, ckpt: dict, folder: Path, start: int, seconds: float,
             per_step: float, cpu_per_step: float) -> GrokRun:
-    m = ckpt["metrics"]
-    keep = np.asarray(m["steps"]) <= cfg.n_steps  # a longer stored run, read up to n_steps
-    arrays = {name: np.asarray(m[name], dtype=float)[keep] for name in METRICS}
-    return GrokRun(cfg, np.asarray(m["steps"])[keep], **arrays, params=ckpt["params"],
+    steps, arrays = read_records(ckpt, cfg.n_steps, cfg.log_every, cfg.tols, folder)
+    return GrokRun(cfg, steps, **arrays, params=ckpt["params"],
                    folder=folder, resumed_from=start, seconds=seconds, seconds_per_step=per_step,
                    cpu_seconds_per_step=cpu_per_step)
 

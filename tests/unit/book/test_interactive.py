@@ -11,6 +11,7 @@ import pytest
 from flowlaws.book.interactive import Knob, SliderGrid, SliderPoint, compute_grid
 from flowlaws.book.live import LiveFigure
 from flowlaws.book.progress import track
+from flowlaws.book.sliders import GridPointError
 from flowlaws.book.vega import (
     axis_domains,
     render_png,
@@ -88,6 +89,27 @@ def test_compute_grid_calls_every_combination_with_keywords_first_knob_slowest()
     compute_grid(record, [Knob(**LR), Knob(**RUNS)], progress=False)
     assert calls == [(0.01, 4), (0.01, 8), (0.02, 4), (0.02, 8), (0.04, 4), (0.04, 8)]
     assert all(isinstance(runs, int) for _, runs in calls), "integer knobs pass ints"
+
+
+def test_a_failing_point_is_named_and_the_finished_points_are_kept():
+    # issue 16: one failing point threw the finished ones away, without naming it
+    calls = []
+
+    def fragile(lr, runs):
+        calls.append((lr, runs))
+        if (lr, runs) == (0.02, 8) and len(calls) < 7:
+            raise FloatingPointError("diverged")
+        return point(lr, runs)
+
+    knobs = [Knob(**LR), Knob(**RUNS)]
+    with pytest.raises(GridPointError, match=r"1 of 6 slider points failed: lr=0\.02, runs=8 "
+                       r"\(FloatingPointError: diverged\)") as info:
+        compute_grid(fragile, knobs, progress=False)
+    assert len(calls) == 6 and len(info.value.points) == 5  # the others computed and kept
+    assert isinstance(info.value.__cause__, FloatingPointError)
+    done = compute_grid(fragile, knobs, progress=False, done=info.value.points)
+    assert calls[6:] == [(0.02, 8)]  # only the failed point again
+    assert set(done.points) == set(done.keys())
 
 
 def test_vega_spec_binds_one_slider_per_knob_and_carries_every_grid_point():

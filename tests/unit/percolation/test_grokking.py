@@ -121,7 +121,8 @@ def test_a_crash_while_saving_leaves_the_last_checkpoint_valid(tmp_path, monkeyp
     monkeypatch.setattr(cache.torch, "save", crashing_save)
     with pytest.raises(KeyboardInterrupt):
         grokking.train(cfg, cache_dir=tmp_path, progress=False)
-    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.pt", "config.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.prev.pt", "checkpoint.pt",
+                                                        "config.json"]
     assert torch.load(folder / "checkpoint.pt", weights_only=True)["step"] == 4
     monkeypatch.setattr(cache.torch, "save", real_save)
     assert grokking.train(cfg, cache_dir=tmp_path, progress=False).resumed_from == 4
