@@ -224,7 +224,7 @@ class LawCount:
             when none are claimed, NaN when their gradients vanish at every point).
         dims: per point, the span's dimension after 0, 1, 2, … levels of brackets.
         notes: plain-language warnings (disagreements, small gaps, false claims, and why
-            ``n_laws > known``: dead or linear ReLU units, too few inputs).
+            ``n_laws > known``: dead, linear or twin ReLU units, idle weights, few inputs).
         margin: the smallest ``σ_r / (RANK_TOL σ_max)`` over the ranks read.
         unit_activity: for a ReLU network, per hidden layer (named like its laws), the
             fraction of ``inputs`` on which each unit is active at ``θ`` (0: dead, 1: linear);
@@ -399,8 +399,9 @@ def count(
     ``θ``'s activation pattern on ``inputs``); the largest (generic) dimension is kept and
     any disagreement is noted. A rank is trusted when its gap is at least ``min_gap`` and its
     smallest kept singular value at least ``min_margin`` times the threshold. For ReLU
-    networks the result carries each unit's activity, and a note names the dead and linear
-    units whenever more laws are counted than known.
+    networks the result carries each unit's activity; whenever more laws are counted than
+    known a note says why (dead, linear or twin units and idle weights by name,
+    :func:`~flowlaws.conservation.relu_units.excess_note`).
 
     For ReLU give more inputs than parameters (the fields depend on the activation pattern
     of each input). ``batched=False`` computes one bracket at a time (the benchmark's
