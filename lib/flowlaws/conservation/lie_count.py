@@ -181,19 +181,23 @@ def _lie_dims(
     gen: torch.Generator,
     max_depth: int = 6,
     batched: bool = True,
+    bound: int | None = None,
 ) -> tuple[list[int], list[tuple[float, float]], bool]:
     """The dimension of the span at ``θ`` after 0, 1, 2, … levels of brackets.
 
     Stops at the first level that adds nothing (at a generic ``θ`` the ranks are locally
-    constant, so the span is then closed under brackets) or at ``D``. Returns the dims, the
-    (gap, margin) they were read at, and whether it stopped for one of those two reasons.
+    constant, so the span is then closed under brackets), at ``D``, or at ``bound``: ``D``
+    minus the rank of laws known to hold, whose gradients are orthogonal to every field and
+    so to every bracket; the span cannot grow past it, and the level that would only confirm
+    that is skipped. Returns the dims, the (gap, margin) they were read at, and whether it
+    stopped for one of those reasons.
     """
     D = theta.numel()
     span = _Span(theta.new_zeros((0, D)))
     span.add(J, rescale=True)
     dims, gaps = [span.rank], [(span.gap, span.margin)]
     for depth in range(1, max_depth + 1):
-        if span.rank == D:
+        if span.rank == D or span.rank == bound:
             return dims, gaps, True
         span.add(_brackets(f, theta, X, depth, D - span.rank + 4, gen, batched))
         dims.append(span.rank)
@@ -279,12 +283,16 @@ def _point_at(
     gen: torch.Generator,
     max_depth: int,
     batched: bool,
+    use_known: bool = True,
 ) -> _Point:
     J = _jacobian(f, theta, X, batched)
-    dims, gaps, stable = _lie_dims(f, theta, X, J, gen, max_depth, batched)
     G = jacrev(h)(theta)
+    (known, gap, margin), residual = _rank(G), _relative_dots(G, J)
+    holds = residual < LAW_TOL and gap >= MIN_GAP and margin >= MIN_MARGIN  # NaN: False
+    bound = theta.numel() - known if use_known and known and holds else None
+    dims, gaps, stable = _lie_dims(f, theta, X, J, gen, max_depth, batched, bound)
     margin = min(gaps[0][1], gaps[-1][1])
-    return _Point(dims, gaps[-1][0], stable, gaps[0][0], _rank(G)[0], _relative_dots(G, J), margin)
+    return _Point(dims, gaps[-1][0], stable, gaps[0][0], known, residual, margin)
 
 
 def _points(
@@ -384,6 +392,7 @@ def count(
     min_gap: float = MIN_GAP,
     min_margin: float = MIN_MARGIN,
     batched: bool = True,
+    use_known: bool = True,
 ) -> LawCount:
     """The number of independent conservation laws of ``model``: ``D − dim Lie(W)(θ)``.
 
@@ -403,6 +412,10 @@ def count(
     known a note says why (dead, linear or twin units and idle weights by name,
     :func:`~flowlaws.conservation.relu_units.excess_note`).
 
+    When the known laws hold (cosine below :data:`LAW_TOL`, their rank read with a clear gap)
+    the span cannot exceed ``D − known``; reaching it ends the levels without the confirming
+    one (``use_known=False``: always read one more level, the earlier algorithm).
+
     For ReLU give more inputs than parameters (the fields depend on the activation pattern
     of each input). ``batched=False`` computes one bracket at a time (the benchmark's
     reference). Explained in: book/01_conservation/01_gradient_flow.ipynb
@@ -417,7 +430,7 @@ def count(
     gen = torch.Generator().manual_seed(seed)
     with one_thread():
         points, kept = _points(theta, layout, n_points, spread, gen, pattern)
-        found = [_point_at(f, h, point, X, gen, max_depth, batched) for point in points]
+        found = [_point_at(f, h, p, X, gen, max_depth, batched, use_known) for p in points]
     result = _summarize(found, theta.numel(), min_gap, min_margin, h(theta).numel())
     result.unit_activity = {k: v.tolist() for k, v in activity.items()}
     if not kept:
