@@ -62,9 +62,11 @@ MHA(32,4,8,8); 7.7 for an input scaled by 7e-9, whose gap still read 3.5e7.)"""
 class _Span:
     """A running span of row vectors, kept as the ``R`` of a QR (same singular values, ≤ D rows).
 
-    The Jacobian block is scaled to unit root-mean-square row norm (``rescale``); brackets
-    come already divided by the size of the terms they were computed from (:func:`_bracket`),
-    so that a bracket that vanishes identically stays at rounding level and adds no rank.
+    Fewer rows than ``D`` are kept as they are, their singular values read from the square
+    ``R`` of their transpose's QR (D = 4,096, 2,048 rows: 4 s of CPU instead of 10). The
+    Jacobian block is scaled to unit root-mean-square row norm (``rescale``); brackets come
+    already divided by the size of the terms they were computed from (:func:`_bracket`), so
+    that a bracket that vanishes identically stays at rounding level and adds no rank.
     """
 
     rows: Tensor
@@ -76,8 +78,13 @@ class _Span:
         if rescale:
             scale = block.norm(dim=1).pow(2).mean().sqrt()
             block = block / scale if scale > 0 else block
-        self.rows = torch.linalg.qr(torch.cat([self.rows, block]), mode="r")[1]
-        self.rank, self.gap, self.margin = _rank_and_gap(torch.linalg.svdvals(self.rows), tol)
+        stacked = torch.cat([self.rows, block])
+        if stacked.shape[0] < stacked.shape[1]:  # wide: the same values from a small square R
+            self.rows, S = stacked, torch.linalg.svdvals(torch.linalg.qr(stacked.T, "r")[1])
+        else:
+            self.rows = torch.linalg.qr(stacked, mode="r")[1]
+            S = torch.linalg.svdvals(self.rows)
+        self.rank, self.gap, self.margin = _rank_and_gap(S, tol)
 
 
 def _rank_and_gap(S: Tensor, tol: float = RANK_TOL) -> tuple[int, float, float]:
