@@ -104,15 +104,18 @@ def _attention_laws(model: MultiHeadAttention, p: Params) -> dict[str, Tensor]:
 
 
 def _moe_laws(model: MoE, p: Params, seed: bool = False) -> dict[str, Tensor]:
-    """The expert laws, then the gate's: ``Σ_e W_e`` (softmax, or the seed's claim), every
-    entry of ``W`` (top-1), none (normalized sigmoid with two or more experts kept)."""
+    """The expert laws, then the gate's: every entry of ``W`` when one expert is kept (top-1,
+    or a single expert: ``g = 1``), else ``Σ_e W_e`` (softmax) or none (normalized sigmoid).
+    ``seed``: ``Σ_e W_e`` for every gate, the seed's claim."""
     out = {}
     for e in range(len(model.experts)):
         out.update(_swiglu_laws(p, f"experts.{e}."))
-    if seed or (model.gate_kind == "softmax" and model.top_k != 1):
+    if seed:
         out["gate.sum"] = p["gate.weight"].sum(0)
-    elif model.top_k == 1:
+    elif model.top_k == 1 or len(model.experts) == 1:
         out["gate.weight"] = p["gate.weight"]
+    elif model.gate_kind == "softmax":
+        out["gate.sum"] = p["gate.weight"].sum(0)
     return out
 
 
@@ -149,10 +152,10 @@ def invariants(model: nn.Module) -> dict[str, Tensor]:
       ``(d_k/2,)``) and ``"head{i}.VO" = W_V[i] W_V[i]^T − W_O[i]^T W_O[i]`` (``(d_v, d_v)``).
     - ``MoE``: ``"experts.{e}.units"`` for each expert, and the gate's laws, which follow
       the gate: softmax (dense or top-k, k ≥ 2): ``"gate.sum" = Σ_e W[e, :]``
-      (``(d_model,)``); top-1 (either gate): ``"gate.weight"``, every entry of ``W``
-      (``(experts, d_model)``: no gradient reaches the gate); normalized sigmoid, dense or
-      top-k with k ≥ 2: no gate law. The seed claims ``"gate.sum"`` for every gating:
-      that list is :func:`seed_claims`.
+      (``(d_model,)``); top-1 or a single expert (either gate): ``"gate.weight"``, every
+      entry of ``W`` (``(experts, d_model)``: ``g = 1``, no gradient reaches the gate);
+      normalized sigmoid, dense or top-k with k ≥ 2: no gate law. The seed claims
+      ``"gate.sum"`` for every gating: that list is :func:`seed_claims`.
 
     Any other module (a composite one included): an empty dict, like GELU.
     Units: the square of the weights' units. Explained in: book/01_conservation/02_feedforward.ipynb

@@ -103,6 +103,14 @@ def test_top_1_freezes_the_whole_gate(gate: str) -> None:
     assert "gate.sum" in laws.seed_claims(model) and "gate.sum" not in laws.invariants(model)
 
 
+@pytest.mark.parametrize("gate", ["softmax", "sigmoid"])
+def test_a_single_expert_freezes_the_gate(gate: str) -> None:
+    model = _model(lambda: MoE(2, 1, 2, 2, gate=gate))  # g = 1 whatever the gate
+    found = _count(model, 40)
+    assert found.n_laws == found.known == 2 + 2 and found.certified
+    assert set(laws.invariants(model)) == {"experts.0.units", "gate.weight"}
+
+
 def test_moe_invariants_follow_the_gate_and_the_seed_claims_do_not() -> None:
     d, E, width = 3, 3, 2
     expected = {("softmax", None): E * width + d, ("softmax", 2): E * width + d,

@@ -123,3 +123,17 @@ def test_the_margin_of_the_book_models_is_large() -> None:
     for build, n in [(lambda: SwiGLU(3, 2, 2), 40), (lambda: MultiHeadAttention(4, 2, 2, 2), 30)]:
         found = _count(_model(build), n)
         assert found.margin > 1e3 * lie_count.MIN_MARGIN and found.certified
+
+
+def test_known_laws_end_the_levels_without_a_confirming_one() -> None:
+    # the known laws' gradients are orthogonal to every bracket: once the span reaches
+    # D - known it cannot grow, and the level that would only confirm it is skipped
+    model = _model(lambda: TwoLayer(3, 2, 2, "linear"))
+    X = laws.random_inputs(model, 6)
+    fast, full = lie_count.count(model, X), lie_count.count(model, X, use_known=False)
+    assert fast.n_laws == full.n_laws == 3 and fast.certified and full.certified
+    assert [dims + [dims[-1]] for dims in fast.dims] == full.dims
+    relu = _model(lambda: TwoLayer(3, 4, 2, "relu"))
+    found = _count(relu, 60)
+    assert found.dims == [[20 - 4]] * 3 and found.certified  # the Jacobian alone reaches it
+    assert _count(relu, 60, use_known=False).dims == [[16, 16]] * 3
