@@ -6,10 +6,10 @@ three-way verdict.
 **Peaks, λ and p_c.** The best comb's teeth, extended over the window, are read in ``R``; a
 tooth counts as a peak when its contrast to its neighbouring troughs (maximum of ``R`` within
 ``±TOOTH_TOL`` of a period around the tooth, minus the larger neighbouring trough minimum) is at
-least ``Z_PEAK σ_R`` in the data *and* in at least ``PERSIST`` of ``n_boot`` bootstrap
-replicates (runs resampled). λ and ``p_c`` come from
-:func:`flowlaws.percolation.dsi.estimate_lambda` on the longest run of consecutive peaks, with
-the bootstrap spread of each peak's position as its error.
+least ``Z_PEAK σ_R`` (the largest ``σ_R`` over the tooth's and its troughs' windows) in the data
+*and* in at least ``PERSIST`` of ``n_boot`` bootstrap replicates (runs resampled). λ and
+``p_c`` come from :func:`flowlaws.percolation.dsi.estimate_lambda` on the longest run of
+consecutive peaks, with the bootstrap spread of each peak's position as its error.
 
 **Found.** A cascade is found when the permutation p-value is at most α *and* at least
 ``N_TEETH`` consecutive persistent peaks stand on the comb: a rejected null alone only says that
@@ -42,7 +42,6 @@ from flowlaws.percolation.cascade_stats import (
     permutation_test,
     relative_variance_se,
     split_jumps,
-    standardized_excess,
 )
 from flowlaws.percolation.dsi import (
     NoCascadeError,
@@ -130,9 +129,10 @@ def persistent_peaks(C: np.ndarray, p: np.ndarray, comb: Comb | None, *, n_boot:
     if not windows:
         return np.zeros(0), np.zeros(0)
     rng = np.random.default_rng(0) if rng is None else rng
-    _, R, scale = standardized_excess(C[None])
-    contrast, arg = _tooth_contrasts(R, windows)
-    need = Z_PEAK * scale[0, arg[0]]
+    R, se = relative_variance_se(C)
+    contrast, arg = _tooth_contrasts(R[None], windows)
+    near = [w | t | (windows[k - 1][1] if k else False) for k, (w, t) in enumerate(windows)]
+    need = Z_PEAK * np.array([se[m].max() for m in near])
     held, where = np.zeros(len(windows)), []
     for k in range(0, n_boot, 16):
         rows = rng.integers(len(C), size=(min(16, n_boot - k), len(C)))
@@ -267,9 +267,10 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: in
 
     Diverged runs (any NaN/inf) are dropped and counted. ``window=(lo, hi)`` restricts the
     search to ``lo ≤ p ≤ hi``. ``lam`` is the claimed λ at which power is measured
-    (``n_power`` injections of ``n_null`` deals each; ``n_power = 0`` skips it, and then no
-    verdict can be "no cascade"). ``n_surrogates > 0`` adds the seed's phase-randomised p-value
-    for comparison. ``progress``: a label for a bar over the injections. Rules: module docstring.
+    (``n_power`` injections, each tested against ``min(n_null, 99)`` deals: resolution 0.01;
+    ``n_power = 0`` skips it, and then no verdict can be "no cascade"). ``n_surrogates > 0``
+    adds the seed's phase-randomised p-value for comparison. ``progress``: a label for a bar
+    over the injections. Rules: module docstring.
     """
     C, p = np.asarray(C, dtype=float), np.asarray(p, dtype=float)
     if C.ndim != 2 or p.shape != (C.shape[1],):
@@ -298,7 +299,8 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: in
             est = (e.lam, e.lam_err, e.p_c, e.p_c_err)
         except NoCascadeError:
             pass
-    power = (injection_power(kept, p, lam=lam, alpha=alpha, n_power=n_power, n_null=n_null,
+    power = (injection_power(kept, p, lam=lam, alpha=alpha, n_power=n_power,
+                             n_null=min(n_null, 99),
                              n_boot=min(n_boot, 100), seed=seed, jitter=jitter,
                              progress=progress) if n_power else float("nan"))
     verdict = ("cascade" if found else
