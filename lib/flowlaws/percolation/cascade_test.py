@@ -5,8 +5,8 @@ three-way verdict.
 
 **Peaks, λ and p_c.** The best comb's teeth, extended over the window, are read in ``R``; a
 tooth counts as a peak when its contrast to its neighbouring troughs (maximum of ``R`` within
-``±TOOTH_TOL`` of a period around the tooth, minus the larger neighbouring trough minimum) is at
-least ``Z_PEAK σ_R`` (the largest ``σ_R`` over the tooth's and its troughs' windows) in the data
+``±TOOTH_TOL`` of a period around the tooth, minus the larger neighbouring trough minimum) is
+above ``Z_PEAK σ_R`` (the largest ``σ_R`` over the tooth's and its troughs' windows) in the data
 *and* in at least ``PERSIST`` of ``n_boot`` bootstrap replicates (runs resampled). λ and
 ``p_c`` come from :func:`flowlaws.percolation.dsi.estimate_lambda` on the longest run of
 consecutive peaks, with the bootstrap spread of each peak's position as its error.
@@ -137,9 +137,9 @@ def persistent_peaks(C: np.ndarray, p: np.ndarray, comb: Comb | None, *, n_boot:
     for k in range(0, n_boot, 16):
         rows = rng.integers(len(C), size=(min(16, n_boot - k), len(C)))
         c_b, arg_b = _tooth_contrasts(relative_variance_se(C[rows])[0], windows)
-        held += (c_b >= need).sum(axis=0)
+        held += (c_b > need).sum(axis=0)
         where.append(p[arg_b])
-    keep = np.append((contrast[0] >= need) & (held / n_boot >= PERSIST), False)
+    keep = np.append((contrast[0] > need) & (held / n_boot >= PERSIST), False)
     best, run = (0, 0), 0
     for k, kept in enumerate(keep):
         run = run + 1 if kept else 0
