@@ -160,3 +160,17 @@ def test_hierarchical_and_random_pair_runs_are_merge_histories():
     assert set(np.unique(h)) <= {1, 2, 4, 8, 16, 32, 64}
     with pytest.raises(ValueError, match="power of 2"):
         cascade_models.hierarchical_runs(48, 2)
+
+
+def test_runs_for_power_tries_sizes_until_the_target_and_says_when_none_reaches_it():
+    p = np.linspace(0, 1, 256)
+
+    def model(n_runs: int, seed: int) -> np.ndarray:
+        return staircases(n_runs, 256, np.random.default_rng(seed), "uniform")[0]
+
+    kw = {"n_power": 4, "n_null": 19, "n_boot": 20}
+    found = cascade_test.runs_for_power(model, p, sizes=(4, 64), target=0.5, **kw)
+    assert found.sizes[-1] == (found.n_runs or 64) and len(found.powers) == len(found.sizes)
+    assert all(0 <= x <= 1 for x in found.powers)
+    never = cascade_test.runs_for_power(model(8, 0), p, sizes=(4,), target=1.01, **kw)
+    assert never.n_runs is None and never.sizes == [4]
