@@ -251,9 +251,10 @@ class CascadeVerdict:
                if self.verdict != "cascade" and self.p_value <= self.alpha else "")
         seed = (f"; seed's surrogate p = {self.surrogate_p:.3f}"
                 if np.isfinite(self.surrogate_p) else "")
+        power = (f"power {self.power:.2f} at λ = {self.lam_claimed:g} ({self.n_power} "
+                 "injections)" if self.n_power else "power not measured")
         return (f"{self.verdict}{why}: p = {self.p_value:.3f} ({self.n_null} run-level deals), "
-                f"power {self.power:.2f} at λ = {self.lam_claimed:g} ({self.n_power} "
-                f"injections), α = {self.alpha:g}; {fit}; {self.n_runs} runs ({self.n_dropped} "
+                f"{power}, α = {self.alpha:g}; {fit}; {self.n_runs} runs ({self.n_dropped} "
                 f"diverged dropped), {self.n_points} points{seed}")
 
     __str__ = summary

@@ -103,6 +103,7 @@ def test_the_verdict_is_three_way_and_always_carries_p_value_and_power():
         v.verdict == "cascade" and v.p_value <= ALPHA)
     small = cascade_test.judge_cascade(C[3:11], p, n_null=19, n_power=0, n_boot=20)
     assert small.verdict in ("inconclusive", "cascade") and np.isnan(small.power)
+    assert "power not measured" in str(small)
 
 
 def test_delta_method_error_of_R_matches_the_run_bootstrap():
