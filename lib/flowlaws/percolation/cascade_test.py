@@ -161,8 +161,8 @@ def _found(C: np.ndarray, p: np.ndarray, grid, alpha: float, n_null: int, n_boot
 
 def injection_power(C: np.ndarray, p: np.ndarray, *, lam: float = 2.0, alpha: float = 0.05,
                     n_power: int = 100, n_null: int = 99, n_boot: int = 100, seed: int = 0,
-                    jitter: float = 0.1, direction: int | None = None,
-                    progress: str | None = None) -> float:
+                    jitter: float = 0.1, jump: float | None = None,
+                    direction: int | None = None, progress: str | None = None) -> float:
     """The fraction of ``n_power`` injected cascades (:func:`inject_cascade`) that the same test
     finds (p-value and persistent peaks, module docstring) at the same size and α.
     ``progress``: a label for a progress bar."""
@@ -170,7 +170,8 @@ def injection_power(C: np.ndarray, p: np.ndarray, *, lam: float = 2.0, alpha: fl
     C, p = np.asarray(C, dtype=float), np.asarray(p, dtype=float)
     grid, hits = comb_grid(p), 0
     for _ in track(range(n_power), desc=progress, enabled=progress is not None):
-        planted, _, _ = inject_cascade(C, p, rng, lam=lam, jitter=jitter, direction=direction)
+        planted, _, _ = inject_cascade(C, p, rng, lam=lam, jitter=jitter, jump=jump,
+                                       direction=direction)
         hits += _found(planted, p, grid, alpha, n_null, n_boot, rng, report=False)[0]
     return hits / n_power
 
@@ -219,7 +220,8 @@ class CascadeVerdict:
     ``lam_claimed`` (``n_power`` injections; NaN if not computed), ``lam ± lam_err`` and
     ``p_c ± p_c_err`` from the persistent ``peaks`` (NaN when fewer than 3 or not geometric),
     ``comb`` the best comb, ``statistic`` and ``null`` its score and the deals' scores,
-    ``surrogate_p`` the seed's phase-randomised p-value (NaN unless asked for).
+    ``surrogate_p`` the seed's phase-randomised p-value (NaN unless asked for), ``note`` why the
+    power could not be measured (empty when it was, or was not asked for).
     """
 
     verdict: str
@@ -241,6 +243,7 @@ class CascadeVerdict:
     comb: Comb | None = None
     null: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     surrogate_p: float = float("nan")
+    note: str = ""
 
     def summary(self) -> str:
         """Verdict, p-value, power, λ and p_c, size: always with p-value and power."""
@@ -252,7 +255,8 @@ class CascadeVerdict:
         seed = (f"; seed's surrogate p = {self.surrogate_p:.3f}"
                 if np.isfinite(self.surrogate_p) else "")
         power = (f"power {self.power:.2f} at λ = {self.lam_claimed:g} ({self.n_power} "
-                 "injections)" if self.n_power else "power not measured")
+                 "injections)" if np.isfinite(self.power) else
+                 f"power not measured{' (' + self.note + ')' if self.note else ''}")
         return (f"{self.verdict}{why}: p = {self.p_value:.3f} ({self.n_null} run-level deals), "
                 f"{power}, α = {self.alpha:g}; {fit}; {self.n_runs} runs ({self.n_dropped} "
                 f"diverged dropped), {self.n_points} points{seed}")
@@ -263,13 +267,16 @@ class CascadeVerdict:
 def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: int = 0,
                   lam: float = 2.0, n_null: int = 199, n_power: int = 100, n_boot: int = 200,
                   window: tuple[float, float] | None = None, jitter: float = 0.1,
-                  n_surrogates: int = 0, progress: str | None = None) -> CascadeVerdict:
+                  jump: float | None = None, n_surrogates: int = 0,
+                  progress: str | None = None) -> CascadeVerdict:
     """Is there a DSI cascade in the order parameter ``C`` ``(n_runs, n_points)`` over ``p``?
 
     Diverged runs (any NaN/inf) are dropped and counted. ``window=(lo, hi)`` restricts the
     search to ``lo ≤ p ≤ hi``. ``lam`` is the claimed λ at which power is measured
     (``n_power`` injections, each tested against ``min(n_null, 99)`` deals: resolution 0.01;
-    ``n_power = 0`` skips it, and then no verdict can be "no cascade"). ``n_surrogates > 0``
+    ``n_power = 0`` skips it, and then no verdict can be "no cascade"; so does a window too
+    coarse for four levels, with a ``note``). ``jitter`` and ``jump`` (the injected jump size;
+    default the data's median jump) go to :func:`inject_cascade`. ``n_surrogates > 0``
     adds the seed's phase-randomised p-value for comparison. ``progress``: a label for a bar
     over the injections. Rules: module docstring.
     """
@@ -300,14 +307,18 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: in
             est = (e.lam, e.lam_err, e.p_c, e.p_c_err)
         except NoCascadeError:
             pass
-    power = (injection_power(kept, p, lam=lam, alpha=alpha, n_power=n_power,
-                             n_null=min(n_null, 99),
-                             n_boot=min(n_boot, 100), seed=seed, jitter=jitter,
-                             progress=progress) if n_power else float("nan"))
+    power, note = float("nan"), ""
+    if n_power:
+        try:
+            power = injection_power(kept, p, lam=lam, alpha=alpha, n_power=n_power,
+                                    n_null=min(n_null, 99), n_boot=min(n_boot, 100), seed=seed,
+                                    jitter=jitter, jump=jump, progress=progress)
+        except ValueError as err:
+            note = str(err)
     verdict = ("cascade" if found else
                "no cascade" if power >= POWER_TARGET else "inconclusive")
     surrogate_p = (surrogate_test(relative_variance(kept), p, n_surrogates=n_surrogates,
                                   alpha=alpha, seed=seed).p_value if n_surrogates else np.nan)
     return CascadeVerdict(verdict, p_value, power, alpha, *map(float, est), np.sort(peaks),
                           lam, len(kept), C.shape[0] - len(kept), len(p), n_null, n_power,
-                          statistic, comb, null, float(surrogate_p))
+                          statistic, comb, null, float(surrogate_p), note)

@@ -175,3 +175,11 @@ def test_runs_for_power_tries_sizes_until_the_target_and_says_when_none_reaches_
     assert all(0 <= x <= 1 for x in found.powers)
     never = cascade_test.runs_for_power(model(8, 0), p, sizes=(4,), target=1.01, **kw)
     assert never.n_runs is None and never.sizes == [4]
+
+
+def test_a_window_too_coarse_for_four_levels_gives_no_power_and_says_why():
+    rng = np.random.default_rng(4)
+    C, p = staircases(16, 128, rng, "uniform")
+    v = cascade_test.judge_cascade(C, p, n_null=19, n_power=3, n_boot=10)
+    assert np.isnan(v.power) and "too coarse" in v.note and v.verdict != "no cascade"
+    assert "power not measured (the window" in str(v)
