@@ -231,7 +231,8 @@ def _expected_caption(spec: dict, positions: dict[str, float]) -> str:
     return row["caption"].replace("\n", "")  # one <tspan> per wrapped line, joined in textContent
 
 
-def _move_and_check(page, chart_id: str, spec: dict, before: tuple[str, str], move) -> tuple:
+def _move_and_check(page, chart_id: str, spec: dict, before: tuple[str, str], move,
+                    domains: list) -> tuple:
     start = _positions(page, chart_id)
     move()
     page.wait_for_function(
@@ -246,7 +247,32 @@ def _move_and_check(page, chart_id: str, spec: dict, before: tuple[str, str], mo
     if _curves_at(spec, positions) != _curves_at(spec, start):
         assert now[1] != before[1], f"the drawn curves did not change ({chart_id}: {now[0]})"
     _check_drawn_counts(page, chart_id, spec, positions)
+    _check_readouts(page, chart_id, spec, positions)
+    assert _domains(page, chart_id) == domains, "an axis moved with a slider"
     return now
+
+
+def _domains(page, chart_id: str) -> list:
+    """The x and y scale domains the chart draws now (Vega's own scales)."""
+    return page.evaluate("id => ['x', 'y'].map(s => window.flowlawsCharts[id].scale(s).domain())",
+                         chart_id)
+
+
+def _check_readouts(page, chart_id: str, spec: dict, positions: dict[str, float]) -> None:
+    """Every slider shows its knob's current value (as the grid writes it) and the grid's ends."""
+    readouts = spec["usermeta"]["flowlaws"]["sliders"]
+    shown = dict(page.eval_on_selector_all(
+        f"#{chart_id} input[type=range]",
+        "els => els.map(e => [e.name, [e.parentNode.querySelector('.flowlaws-slider-value')"
+        ".textContent, e.parentNode.querySelector('.flowlaws-slider-ends').textContent]])"))
+    assert set(shown) == set(readouts), "a slider without its value readout"
+    for name, (value, ends) in shown.items():
+        r = readouts[name]
+        field = name.removeprefix("slider_")
+        index = min(range(len(r["positions"])),
+                    key=lambda i: abs(r["positions"][i] - positions[field]))
+        assert value == r["values"][index], f"{name} shows {value!r}, not its value"
+        assert r["ends"][0] in ends and r["ends"][1] in ends, f"{name} hides the grid's ends"
 
 
 def _check_drawn_counts(page, chart_id: str, spec: dict, positions: dict[str, float]) -> None:
@@ -260,7 +286,8 @@ def _check_drawn_counts(page, chart_id: str, spec: dict, positions: dict[str, fl
     assert symbols == sum(len(m["x"]) for m in marks), "the marked points do not match the grid"
 
 
-def _exercise_slider(page, chart_id: str, spec: dict, slider, state: tuple) -> tuple:
+def _exercise_slider(page, chart_id: str, spec: dict, slider, state: tuple, domains: list
+                     ) -> tuple:
     """Mouse to the end farther from the slider's value, then one arrow key back."""
     slider.scroll_into_view_if_needed()
     low, high = float(slider.get_attribute("min")), float(slider.get_attribute("max"))
@@ -268,10 +295,11 @@ def _exercise_slider(page, chart_id: str, spec: dict, slider, state: tuple) -> t
     to_right = value - low < high - value
     box = slider.bounding_box()
     end = (box["x"] + (box["width"] - 2 if to_right else 2), box["y"] + box["height"] / 2)
-    state = _move_and_check(page, chart_id, spec, state, functools.partial(page.mouse.click, *end))
+    click = functools.partial(page.mouse.click, *end)
+    state = _move_and_check(page, chart_id, spec, state, click, domains)
     slider.focus()
     press = functools.partial(page.keyboard.press, "ArrowLeft" if to_right else "ArrowRight")
-    return _move_and_check(page, chart_id, spec, state, press)
+    return _move_and_check(page, chart_id, spec, state, press, domains)
 
 
 def test_sliders_move_the_static_charts(browser, server, smoke_book):
@@ -290,8 +318,10 @@ def test_sliders_move_the_static_charts(browser, server, smoke_book):
             assert sliders.count() == len(spec["params"]), "one slider per knob"
             state = _drawn(page, chart_id)
             assert state[0] == _expected_caption(spec, _positions(page, chart_id))
+            domains = _domains(page, chart_id)  # fixed over the grid: no slider may move them
+            _check_readouts(page, chart_id, spec, _positions(page, chart_id))
             for i in range(sliders.count()):
-                state = _exercise_slider(page, chart_id, spec, sliders.nth(i), state)
+                state = _exercise_slider(page, chart_id, spec, sliders.nth(i), state, domains)
                 n_sliders += 1
         assert not problems, "\n".join(problems)
         page.context.close()

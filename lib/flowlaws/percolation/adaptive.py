@@ -25,6 +25,7 @@ Explained in: book/02_percolation/06_adaptive.ipynb.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +54,7 @@ from flowlaws.percolation.ensemble import (
     split_params,
     weighted_grad,
 )
-from flowlaws.percolation.ensemble_loop import run_ensemble
+from flowlaws.percolation.ensemble_loop import divergence_report, run_ensemble
 from flowlaws.percolation.surrogates import NullTest, surrogate_test
 
 __all__ = [
@@ -134,6 +135,10 @@ class AdaptivePath:
     def final(self) -> torch.Tensor:
         """``(R, dim)`` the last recorded parameters."""
         return self.theta[-1]
+
+    def divergence_report(self, lr: float | None = None) -> str:
+        """One line naming the diverged runs and their steps (or saying that none did)."""
+        return divergence_report(self.diverged_at, lr)
 
 
 def train_ensemble(
@@ -271,6 +276,10 @@ def cmax_cascade(states: torch.Tensor, times: np.ndarray, shape: TwoLayerShape, 
     rate on them).
     """
     C = cmax_curves(states, shape, tol)
-    R = relative_variance(finite_runs(C))
+    finite = finite_runs(C)
+    if len(finite) < len(C):
+        warnings.warn(f"{len(C) - len(finite)} of {len(C)} runs diverged (C_max is NaN): R is "
+                      f"computed over the {len(finite)} runs that stayed finite", stacklevel=2)
+    R = relative_variance(finite)
     return C, R, surrogate_test(R, np.asarray(times, dtype=float), n_surrogates=n_surrogates,
                                 seed=seed)

@@ -185,3 +185,18 @@ def test_numpy_scalars_train_like_python_numbers():
                                 batch_size=np.int64(4), seed=np.int64(1))
     b = adaptive.train_ensemble(theta0, SHAPE, X, Y, lr=0.01, n_steps=5, batch_size=4, seed=1)
     assert torch.equal(a.theta, b.theta) and a.diverged_at.tolist() == [-1, -1]
+
+
+def test_diverged_runs_are_reported_and_dropped_from_r_with_a_warning():
+    X, Y = _data()
+    theta0 = ensemble.ensemble_init(SHAPE, 4, seed=1)
+    path = adaptive.train_ensemble(theta0, SHAPE, X, Y, optimizer="sgd", lr=0.05, n_steps=6,
+                                   batch_size=4, record_every=2)
+    assert path.divergence_report() == "all 4 runs stayed finite"
+    states = path.theta.clone()
+    states[2:, 1] = float("nan")  # run 1 blows up after the second record
+    path.diverged_at[1] = 4
+    assert path.divergence_report(0.05) == "1 of 4 runs diverged at lr=0.05: run 1 at step 4"
+    with pytest.warns(UserWarning, match="1 of 4 runs diverged"):
+        C, R, _ = adaptive.cmax_cascade(states, path.times, SHAPE, n_surrogates=5)
+    assert np.isnan(C[1]).any() and np.isfinite(R).all()
