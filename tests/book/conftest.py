@@ -84,3 +84,25 @@ def smoke_book(smoke_runs) -> Path:
     log = result.stdout[-4000:] + "\n" + result.stderr[-4000:]
     assert result.returncode == 0, f"smoke build failed:\n{log}"
     return SMOKE_ROOT / "_build" / "html"
+
+
+# Headless Debian Chromium for the browser tests (never a browser downloaded by a test tool).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        message = "no /usr/bin/chromium: `make test` installs Debian's chromium where apt-get works"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

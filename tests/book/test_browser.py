@@ -11,20 +11,14 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import re
 import threading
-from pathlib import Path
 
 import pytest
 import yaml
 from _harness import ROOT, toc_files
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 WINDOW = {"width": 1280, "height": 900}
 # The smallest share of its natural width an image may be shown at: with the book's style
 # (flowlaws.book.style: no font under 8 pt) that keeps every label of a figure legible.
@@ -44,21 +38,6 @@ def server(smoke_book):
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        message = "no /usr/bin/chromium: `make test` installs Debian's chromium where apt-get works"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def open_offline(browser, url: str):

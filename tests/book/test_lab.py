@@ -26,10 +26,6 @@ import pytest
 from _harness import ROOT, checked_overrides
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 # chapter → the label of its learning-rate slider (the knob named lr)
 CHAPTERS = {
     "book/01_conservation/01_gradient_flow.ipynb": "step size",
@@ -132,21 +128,6 @@ def _api(address: str, token: str, path: str, method: str = "GET"):
     with urllib.request.urlopen(request, timeout=10) as response:
         body = response.read()
     return json.loads(body) if body else None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        message = "no /usr/bin/chromium: `make test` installs Debian's chromium where apt-get works"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _open(browser, url: str):
