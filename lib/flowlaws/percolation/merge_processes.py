@@ -27,6 +27,8 @@ from networkx.utils import UnionFind
 __all__ = [
     "critical_point",
     "largest_jump",
+    "JUMP_SUMMARY_COLUMNS",
+    "jump_summary",
     "block_jump_sweep",
     "erdos_renyi_curve",
     "block_merge_curve",
@@ -174,3 +176,32 @@ def block_merge_curve(
 def max_jump(order: np.ndarray) -> float:
     """The largest one-step increase of an order-parameter curve."""
     return float(np.max(np.diff(order))) if len(order) > 1 else 0.0
+
+
+JUMP_SUMMARY_COLUMNS = {
+    "process": "process",
+    "p_c": "own p_c",
+    "at": "largest jump at p (median, largest N)",
+    "max": "largest jump, smallest → largest N",
+    "window": "largest jump at p ≤ 0.95 p_c",
+    "order": "C_max/N at p = 0.95 p_c",
+}
+"""The headers of :func:`jump_summary`'s rows, for :func:`flowlaws.book.tables.show_table`."""
+
+
+def jump_summary(name: str, config: dict, sweep: dict[str, list[float]]) -> dict[str, object]:
+    """One row comparing a process at its own critical point, from a :func:`block_jump_sweep`.
+
+    ``config`` holds the sweep's ``process`` and, for block merges, ``n`` and ``weighting``.
+    The row gives the critical point, where the largest jump sits at the largest ``N``, and,
+    from the smallest to the largest ``N``, the largest jump, the largest jump below
+    ``0.95 p_c`` and ``C_max/N`` there (the sweep's default window).
+
+    Explained in: book/02_percolation/04_percolation.ipynb.
+    """
+    def span(key: str, fmt: str) -> str:
+        return f"{sweep[key][0]:{fmt}} → {sweep[key][-1]:{fmt}}"
+
+    p_c = critical_point(config["process"], config.get("n", 2), config.get("weighting", "uniform"))
+    return {"process": name, "p_c": p_c, "at": sweep["max_at"][-1], "max": span("max_mean", ".3f"),
+            "window": span("window_mean", ".4f"), "order": span("order_at_window", ".3f")}

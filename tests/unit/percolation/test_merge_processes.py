@@ -79,3 +79,12 @@ def test_largest_jump_counts_only_steps_below_p_max():
 def test_erdos_renyi_until_connected_ends_in_one_component():
     p, order = merge_processes.erdos_renyi_curve(500, None, seed=2)
     assert order[-1] == 1.0 and order[-2] < 1.0 and p[-1] > 1.0
+
+
+def test_jump_summary_reads_a_sweep_at_its_own_critical_point():
+    config = {"process": "block", "n": 3, "weighting": "size"}
+    sweep = merge_processes.block_jump_sweep([64, 128], 3, seed=1, **config)
+    row = merge_processes.jump_summary("size-weighted, n=3", config, sweep)
+    assert set(row) == set(merge_processes.JUMP_SUMMARY_COLUMNS)
+    assert row["p_c"] == pytest.approx(1 / 3) and row["at"] == sweep["max_at"][-1]
+    assert row["window"] == f"{sweep['window_mean'][0]:.4f} → {sweep['window_mean'][-1]:.4f}"
