@@ -62,7 +62,11 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.lppl`
   a log-periodic power-law fit (II.5)
 - :mod:`flowlaws.percolation.cascade_models`
-  a planted cascade and the kinematic ring model (II.5)
+  a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
+- :mod:`flowlaws.percolation.cascade_stats`
+  the run-level null (jumps dealt to runs) and the log-periodic comb statistic (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade_test`
+  judge_cascade: p-value, power by injection, persistent peaks, three-way verdict (II.5–II.8)
 - :mod:`flowlaws.percolation.adaptive`
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
 - :mod:`flowlaws.percolation.grokking`

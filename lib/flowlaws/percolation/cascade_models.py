@@ -23,6 +23,9 @@ __all__ = [
     "kinematic_runs",
     "KinematicResult",
     "kinematic_cascade",
+    "merged_fraction",
+    "hierarchical_runs",
+    "asynchronous_runs",
 ]
 
 
@@ -249,3 +252,63 @@ def kinematic_cascade(model: KinematicModel, n_runs: int, *, init: str = "poisso
     null = surrogate_test(R, p, n_surrogates=n_surrogates, seed=seed, **kw)
     return KinematicResult(p, C, R, detect_cascade(R, p, **kw), np.asarray(lams),
                            len(lams) / n_boot, null)
+
+
+def merged_fraction(N: int) -> np.ndarray:
+    """``(N,)`` the merged fraction ``m/(N − 1)`` after ``m = 0 … N − 1`` pairwise merges."""
+    return np.arange(N) / (N - 1)
+
+
+def hierarchical_runs(N: int, n_runs: int, *, spread: float = 0.5, seed: int = 0) -> np.ndarray:
+    """``(n_runs, N)`` ``C_max`` after ``m`` merges in the hierarchical pairwise-merge model.
+
+    ``N = 2^L`` units merge pairwise in generations, as the leaves of a binary tree: each node of
+    generation ``g`` (size ``2^g``) forms when both its children exist plus a random delay (gamma,
+    mean 1, coefficient of variation ``spread``), independently in every run. Column ``m`` is
+    the largest cluster after the ``m`` earliest merges (read against :func:`merged_fraction`):
+    the largest node formed so far, since clusters only grow. Generation ``g`` ends near merged
+    fraction ``1 − 2^{−g}``, so mean field puts the jumps of ``C_max`` at ``1 − p ∝ 2^{−g}``:
+    ``λ = 2`` toward ``p_c = 1``.
+
+    Explained in: book/02_percolation/05_dsi.ipynb.
+    """
+    L = int(round(np.log2(N)))
+    if N < 4 or 2**L != N:
+        raise ValueError(f"N must be a power of 2, at least 4, got {N}")
+    if not spread > 0:
+        raise ValueError(f"spread must be positive, got {spread}")
+    rng = np.random.default_rng(seed)
+    shape = 1.0 / spread**2
+    t = np.zeros((n_runs, N))
+    times, sizes = [], []
+    for g in range(1, L + 1):
+        t = np.maximum(t[:, 0::2], t[:, 1::2]) + rng.gamma(shape, 1 / shape, (n_runs, N >> g))
+        times.append(t)
+        sizes.append(np.full(N >> g, 2.0**g))
+    order = np.argsort(np.concatenate(times, axis=1), axis=1)
+    merged = np.concatenate(sizes)[order]
+    return np.concatenate([np.ones((n_runs, 1)), np.maximum.accumulate(merged, axis=1)], axis=1)
+
+
+def asynchronous_runs(N: int, n_runs: int, *, seed: int = 0) -> np.ndarray:
+    """``(n_runs, N)`` ``C_max`` after ``m`` merges when each merge joins a uniformly random pair
+    of the current clusters (Kingman-like coalescence: no generations), read against
+    :func:`merged_fraction`. The negative control of the hierarchical model.
+
+    Explained in: book/02_percolation/05_dsi.ipynb.
+    """
+    if N < 2:
+        raise ValueError(f"N must be at least 2, got {N}")
+    rng = np.random.default_rng(seed)
+    size = np.ones((n_runs, N))
+    rows = np.arange(n_runs)
+    C = np.ones((n_runs, N))
+    for m in range(1, N):
+        K = N - m + 1  # clusters before this merge, in columns 0 … K − 1
+        i = rng.integers(K, size=n_runs)
+        j = (i + rng.integers(1, K, size=n_runs)) % K
+        size[rows, i] += size[rows, j]
+        size[rows, j] = size[rows, K - 1]
+        size[rows, K - 1] = 0.0
+        C[:, m] = np.maximum(C[:, m - 1], size[rows, np.where(i == K - 1, j, i)])
+    return C

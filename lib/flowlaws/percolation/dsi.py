@@ -238,33 +238,65 @@ def estimate_lambda(peaks: Peaks | np.ndarray, sigma: np.ndarray | float | None 
     Three peaks: ``λ = (p₂−p₁)/(p₃−p₂)``, ``p_c = (p₂² − p₁p₃)/(2p₂ − p₁ − p₃)``, errors by
     linear propagation of ``sigma``. More peaks: weighted least squares on
     ``log|p_n − p_c| = a − n log λ`` (weights ``|p_n − p_c|/σ_n``, so residuals are position
-    residuals in units of σ), ``p_c`` found by a bounded 1-D search beyond the last peak
-    (the cascade is taken to approach ``p_c`` from below, spacings shrinking);
+    residuals in units of σ), ``p_c`` found by a bounded 1-D search beyond the last peak;
     errors from the Gauss–Newton covariance (scaled by the residual variance if ``sigma`` is
     None). ``peaks`` is a :class:`Peaks` (its ``sigma`` is used) or an array of positions.
 
+    **Direction.** The cascade may converge upward (spacings shrinking as ``p`` grows, ``p_c``
+    above the peaks) or downward (``p`` falling toward ``p_c``, e.g. a learning rate being
+    lowered); the sign of the least-squares slope of ``log(spacing)`` against its index says
+    which, and a downward cascade is solved as the mirror image ``p → −p``. Either way
+    ``λ > 1`` is returned with the right ``p_c``.
+
     Raises:
-        NoCascadeError: fewer than three peaks, or spacings that are not geometric-like
-            (``λ`` not positive).
+        ValueError: a NaN or infinite peak position.
+        NoCascadeError: fewer than three peaks, two at one position, or spacings that do not
+            shrink toward either end (equal spacings, or a fit that would give ``λ ≤ 1``).
     """
     if isinstance(peaks, Peaks):
         sigma = peaks.sigma if sigma is None else sigma
         peaks = peaks.p
-    p = np.sort(np.asarray(peaks, dtype=float))
+    raw = np.asarray(peaks, dtype=float)
+    if not np.all(np.isfinite(raw)):
+        raise ValueError(f"peaks holds NaN or inf positions ({raw.tolist()}): a peak that was "
+                         "not found has no position; drop it before estimating λ")
+    order = np.argsort(raw)
+    p = raw[order]
     if len(p) < 3:
         raise NoCascadeError(f"no cascade: {len(p)} peak(s) found, at least 3 are needed")
     if np.any(np.diff(p) <= 0):
         raise NoCascadeError("no cascade: two peaks at the same position")
     known = sigma is not None
-    sig = np.broadcast_to(np.asarray(sigma if known else 1.0, dtype=float), p.shape).copy()
+    sig = np.broadcast_to(np.asarray(sigma if known else 1.0, dtype=float), raw.shape)[order]
+    sig = sig.copy()
     sig[sig <= 0] = 1e-12 * np.ptp(p)
+    log_gaps = np.log(np.diff(p))
+    slope = np.polyfit(np.arange(len(log_gaps)), log_gaps, 1)[0]
+    if abs(slope) <= 1e-9 * max(np.abs(log_gaps).max(), 1.0):
+        raise NoCascadeError(f"no cascade: the spacings {np.diff(p).tolist()} do not shrink "
+                             "toward either end")
+    if slope > 0:  # spacings grow with p: the cascade converges downward; solve its mirror
+        est = _estimate_upward(-p[::-1], sig[::-1], known)
+        return est._replace(p_c=-est.p_c)
+    return _estimate_upward(p, sig, known)
+
+
+def _estimate_upward(p: np.ndarray, sig: np.ndarray, known: bool) -> LambdaEstimate:
+    """:func:`estimate_lambda` for sorted positions whose spacings shrink as ``p`` grows."""
     if len(p) == 3:
         lam, p_c = _three_peak(p)
+        if not lam > 1:
+            raise NoCascadeError(f"no cascade: the spacings {np.diff(p).tolist()} do not "
+                                 f"shrink toward p_c (λ = {lam:.3g} ≤ 1)")
         errs = _propagate(lambda q: _three_peak(q), p, sig) if known else (np.nan, np.nan)
         return LambdaEstimate(lam, p_c, float(errs[0]), float(errs[1]), 3, 0.0)
     lam, p_c, coef = _many_peak(p, sig)
+    if not lam > 1:
+        raise NoCascadeError(f"no cascade: the spacings {np.diff(p).tolist()} do not shrink "
+                             f"geometrically toward p_c (fitted λ = {lam:.3g} ≤ 1)")
     p_c_err, lam_err, rms = _many_peak_errors(p, sig, lam, p_c, coef, scale_free=not known)
     return LambdaEstimate(lam, p_c, lam_err, p_c_err, len(p), rms)
+
 
 
 def predict_p_c(peaks: Peaks | np.ndarray, n_early: int = 3,

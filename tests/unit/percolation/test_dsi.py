@@ -109,3 +109,25 @@ def test_noise_scale_of_a_piecewise_constant_signal_is_not_zero():
     steps = np.repeat([0.0, 1.0, 0.0, 2.0, 1.0], 50)  # MAD of the increments is exactly 0
     assert dsi.noise_scale(steps) > 0
     assert dsi.noise_scale(np.zeros(100)) == 0
+
+
+@pytest.mark.parametrize("n", [3, 4, 6])
+def test_estimate_lambda_in_either_direction(n):
+    """Peaks falling toward p_c (a learning rate lowered) give the same λ, not its inverse."""
+    up = P_C - A * 1.7 ** -np.arange(n, dtype=float)
+    down = 0.3 + A * 1.7 ** -np.arange(n, dtype=float)
+    for peaks, p_c in ((up, P_C), (down, 0.3), (down[::-1], 0.3)):
+        est = dsi.estimate_lambda(peaks, sigma=1e-3)
+        assert est.lam == pytest.approx(1.7, rel=1e-6) and est.p_c == pytest.approx(p_c, abs=1e-6)
+        assert est.lam_err > 0 and est.p_c_err > 0
+
+
+def test_estimate_lambda_refuses_spacings_that_do_not_shrink_and_nan_positions():
+    with pytest.raises(dsi.NoCascadeError, match="do not shrink"):
+        dsi.estimate_lambda([0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(dsi.NoCascadeError, match="do not shrink"):
+        dsi.estimate_lambda([0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="peaks holds NaN"):
+        dsi.estimate_lambda([0.1, np.nan, 0.3, 0.35])
+    with pytest.raises(ValueError, match="peaks holds NaN"):
+        dsi.estimate_lambda(np.array([0.1, 0.2, np.inf]))
