@@ -30,7 +30,7 @@ from flowlaws.percolation.cascade_models import (
     merged_fraction,
 )
 from flowlaws.percolation.cascade_stats import MIN_GAP, N_TEETH
-from flowlaws.percolation.cascade_test import POWER_TARGET, judge_cascade, runs_for_power
+from flowlaws.percolation.cascade_test import judge_cascade, runs_for_power
 from flowlaws.percolation.dsi import finite_runs, relative_variance
 
 __all__ = [
