@@ -32,6 +32,7 @@ from flowlaws.percolation.cascade_models import (
 from flowlaws.percolation.cascade_stats import MIN_GAP, N_TEETH
 from flowlaws.percolation.cascade_test import judge_cascade, runs_for_power
 from flowlaws.percolation.dsi import finite_runs, relative_variance
+from flowlaws.percolation.sgd_ensembles import sgd_order_parameter
 
 __all__ = [
     "MODELS",
@@ -45,6 +46,8 @@ __all__ = [
     "badge",
     "cascade_point",
     "holm",
+    "grid_summary",
+    "sgd_verdict",
     "synchronised_ratios",
 ]
 
@@ -132,19 +135,34 @@ def model_power_size(model: str, N: int, *, spread: float = 0.5, seed: int = 0,
 
 def control_verdict(model: str, N: int, n_runs: int, *, spread: float = 0.5, seed: int = 0,
                     power_sizes: tuple[int, ...] = (), **judge_kw) -> tuple[dict, dict | None]:
-    """``(record, size)``: :func:`judge_model` of ``model``, cached on disk
-    (:func:`flowlaws.book.cache.cached`), and, when its verdict is inconclusive with a measured
-    power and ``power_sizes`` are given, :func:`model_power_size` over them (cached too), else
-    None. ``judge_kw``: ``alpha``, ``n_null``, ``n_power``, ``n_boot``, ``n_surrogates``."""
-    params = {"model": model, "N": N, "n_runs": n_runs, "spread": spread, "seed": seed,
-              **judge_kw}
-    rec = cached("cascade_control", params, lambda: judge_model(**params))
+    """``(record, size)``: :func:`judged` on ``n_runs`` runs of ``model`` (:func:`model_runs`),
+    runs and verdict cached on disk (:func:`flowlaws.book.cache.cached`), and, when the verdict
+    is inconclusive with a measured power and ``power_sizes`` are given, the runs at which the
+    power reaches 0.8 (``size``, else None). The size search draws fresh runs at every size
+    (:func:`model_power_size`), except for the kinematic ring, whose simulation is slow: its
+    observed runs are resampled to each size (an approximation, see
+    :func:`~flowlaws.percolation.cascade_test.runs_for_power`; ``size["resampled"]`` says which).
+    ``judge_kw``: ``alpha``, ``n_null``, ``n_power``, ``n_boot``, ``n_surrogates``."""
+    runs_key = {"model": model, "N": N, "n_runs": n_runs, "spread": spread, "seed": seed}
+    C = cached("cascade_model_runs", runs_key,
+               lambda: model_runs(model, N, n_runs, spread=spread, seed=seed))
+    rec = cached("cascade_control", runs_key | judge_kw,
+                 lambda: judged(C, merged_fraction(N), seed=seed, **judge_kw))
+    rec = rec | {"model": model, "N": N, "spread": spread}
     if rec["verdict"] != "inconclusive" or not np.isfinite(rec["power"]) or not power_sizes:
         return rec, None
     size_kw = {k: v for k, v in judge_kw.items() if k in ("alpha", "n_null", "n_power", "n_boot")}
-    params = {"model": model, "N": N, "spread": spread, "seed": seed,
-              "sizes": tuple(int(n) for n in power_sizes), **size_kw}
-    return rec, cached("cascade_power_size", params, lambda: model_power_size(**params))
+    sizes = tuple(int(n) for n in power_sizes)
+    if model == "kinematic":
+        def search() -> dict:
+            r = runs_for_power(C, merged_fraction(N), sizes=sizes, seed=seed, **size_kw)
+            return {"n_runs": r.n_runs, "sizes": r.sizes, "powers": r.powers,
+                    "target": r.target, "resampled": True}
+    else:
+        def search() -> dict:
+            return model_power_size(model, N, spread=spread, seed=seed, sizes=sizes,
+                                    **size_kw) | {"resampled": False}
+    return rec, cached("cascade_power_size", runs_key | size_kw | {"sizes": sizes}, search)
 
 
 def _lam_text(rec: dict) -> str:
@@ -174,7 +192,8 @@ def verdict_line(label: str, rec: dict, size: dict | None = None) -> str:
                                                              strict=True))
         reach = (f"power reaches {size['target']:g} at {size['n_runs']} runs" if size["n_runs"]
                  else f"power stays below {size['target']:g} up to {max(size['sizes'])} runs")
-        line += f"; {reach} (measured by injection, runs: power = {tried})"
+        how = "resampled runs" if size.get("resampled") else "fresh runs"
+        line += f"; {reach} (measured by injection into {how}; runs: power = {tried})"
     return line
 
 
@@ -224,3 +243,41 @@ def synchronised_ratios(N: int) -> np.ndarray:
     g = np.arange(1, L)
     n = N / 2.0**g
     return (2 * n - 1) / (n - 1)
+
+
+def grid_summary(rows: list[dict], alpha: float = 0.05) -> tuple[str, np.ndarray]:
+    """``(line, rejected)`` for the :func:`judged` records of a grid of settings: how many were
+    tested, how many have ``p ≤ alpha`` each, how many survive :func:`holm` over the grid and
+    are cascades, and how many the seed's surrogate test passes (``rejected``: Holm's, per row).
+    """
+    p = np.array([r["p_value"] for r in rows], dtype=float)
+    rejected = holm(np.where(np.isfinite(p), p, 1.0), alpha)
+    found = sum(bool(k) and r["verdict"] == "cascade" for k, r in zip(rejected, rows,
+                                                                       strict=True))
+    seed_p = np.array([r["surrogate_p"] for r in rows], dtype=float)
+    line = (f"{len(rows)} settings tested; p <= {alpha:g} in {int(np.sum(p <= alpha))}, "
+            f"{int(rejected.sum())} after Holm's correction over the {len(rows)}, of which "
+            f"{found} with a cascade's persistent peaks; the seed's surrogate test passes "
+            f"{int(np.sum(seed_p <= alpha))} (uncorrected)")
+    return line, rejected
+
+
+def sgd_verdict(lr: float, batch_size: int, runs: int, *, width: int, n_runs: int,
+                n_steps: int, record_every: int, seed: int = 0, device: str = "cpu",
+                **judge_kw) -> dict:
+    """:func:`judged` on the first ``runs`` runs of the SGD ensemble of
+    :func:`~flowlaws.percolation.sgd_ensembles.sgd_order_parameter` against the step, both
+    cached on disk (the ensemble under the key ``sgd_order_parameter``, once for every
+    ``runs``); the record adds ``lr``, ``B``, ``runs`` and ``C_end``, the mean final ``C_max``
+    of the finite runs. ``judge_kw``: ``alpha``, ``n_null``, ``n_power``, ``n_boot``,
+    ``n_surrogates``."""
+    params = {"lr": lr, "width": width, "n_runs": n_runs, "batch_size": batch_size,
+              "n_steps": n_steps, "record_every": record_every, "seed": seed}
+    out = cached("sgd_order_parameter", params,
+                 lambda: sgd_order_parameter(device=device, **params))
+    C, x = np.asarray(out["C"][:runs], dtype=float), np.asarray(out["steps"], dtype=float)
+    key = params | judge_kw | {"runs": runs}
+    rec = cached("sgd_cascade", key, lambda: judged(C, x, seed=seed, **judge_kw))
+    kept = finite_runs(C)
+    return rec | {"lr": lr, "B": batch_size, "runs": runs,
+                  "C_end": float(kept[:, -1].mean()) if len(kept) else float("nan")}
