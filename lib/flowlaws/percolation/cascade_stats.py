@@ -67,19 +67,20 @@ def split_jumps(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(is_jump, 0.0, d), is_jump
 
 
-def deal_jumps(C: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``(n, n_runs, n_points)`` null ensembles: the pooled jumps of ``C`` dealt back to the runs
-    at random (each run gets as many positions as it had, and its own sizes on them in order)."""
+def deal_jumps(C: np.ndarray, n: int, rng: np.random.Generator | None) -> np.ndarray:
+    """``(n, n_runs, n_points)`` float32 null ensembles: the pooled jumps of ``C`` dealt back to
+    the runs at random (each run gets as many positions as it had, and its own sizes on them in
+    order). ``rng=None`` deals every jump back where it was: ``C`` rebuilt by the same path."""
     C = np.asarray(C, dtype=float)
     rest, is_jump = split_jumps(C)
     d = np.diff(C, axis=1)
     runs, cols = np.nonzero(is_jump)
     sizes = d[runs, cols]
     M, T1 = rest.shape
-    out = np.empty((n, M, T1 + 1))
+    out = np.empty((n, M, T1 + 1), dtype=np.float32)
     out[:, :, 0] = C[:, 0]
     for k in range(n):
-        dealt = cols[rng.permutation(len(cols))]
+        dealt = cols if rng is None else cols[rng.permutation(len(cols))]
         slots = runs * T1 + dealt[np.lexsort((dealt, runs))]
         inc = rest + np.bincount(slots, weights=sizes, minlength=M * T1).reshape(M, T1)
         out[k, :, 1:] = C[:, :1] + np.cumsum(inc, axis=1)
@@ -88,16 +89,20 @@ def deal_jumps(C: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
 
 def relative_variance_se(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``R`` and its run-bootstrap standard error ``σ_R`` over axis ``−2`` (runs), by the delta
-    method: ``σ_R² = mean(IF²)/M`` with the influence ``IF = ((c−m)² − v)/m² − 2R(c−m)/m``."""
-    C = np.asarray(C, dtype=float)
-    m = C.mean(axis=-2, keepdims=True)
-    dev = C - m
-    v = (dev**2).mean(axis=-2, keepdims=True)
+    method: ``σ_R² = mean(IF²)/M`` with the influence ``IF = ((c−m)² − v)/m² − 2R(c−m)/m``,
+    from the central moments: ``mean(IF²) = (μ₄ − v²)/m⁴ − 4Rμ₃/m³ + 4R²v/m²``."""
+    C = np.asarray(C)
+    m = C.mean(axis=-2)
+    dev = C - m[..., None, :]
+    dev2 = dev * dev
+    v = dev2.mean(axis=-2)
+    mu3 = (dev2 * dev).mean(axis=-2)
+    mu4 = (dev2 * dev2).mean(axis=-2)
     safe = np.where(m == 0, 1.0, m)
     R = np.where(m == 0, 0.0, v / safe**2)
-    influence = (dev**2 - v) / safe**2 - 2 * R * dev / safe
-    se = np.sqrt((influence**2).mean(axis=-2) / C.shape[-2])
-    return R[..., 0, :], np.where(m[..., 0, :] == 0, 0.0, se)
+    ms = (mu4 - v**2) / safe**4 - 4 * R * mu3 / safe**3 + 4 * R**2 * v / safe**2
+    se = np.sqrt(np.maximum(ms, 0.0) / C.shape[-2])
+    return R, np.where(m == 0, 0.0, se)
 
 
 def peak_excess(R: np.ndarray) -> np.ndarray:
@@ -158,18 +163,19 @@ class Comb:
     score: float
 
 
-def _window_means(a: np.ndarray, valid: np.ndarray, sizes: np.ndarray) -> dict[int, np.ndarray]:
-    """``{w: mean over the centred window of w samples}`` along the last axis, NaN where the
-    window leaves the valid part."""
-    zero = np.zeros(a.shape[:-1] + (1,), dtype=np.float64)
-    total = np.concatenate([zero, np.cumsum(np.where(valid, a, 0.0), axis=-1)], axis=-1)
-    count = np.concatenate([zero[0], np.cumsum(valid, axis=-1)], axis=-1)
+def _window_means(a: np.ndarray, valid: np.ndarray, sizes: np.ndarray) -> dict:
+    """``{w: (mean, inside)}``: the mean of ``a`` ``(B, G, nx)`` over the centred window of
+    ``w`` samples (0 where the window leaves the valid part), and ``inside`` ``(G, nx)``."""
+    zero = np.zeros(a.shape[:-1] + (1,), dtype=a.dtype)
+    total = np.concatenate([zero, np.cumsum(np.where(valid, a, 0), axis=-1)], axis=-1)
+    count = np.concatenate([np.zeros((valid.shape[0], 1), int), np.cumsum(valid, -1)], -1)
     nx, out = a.shape[-1], {}
     for w in np.unique(sizes):
-        lo = np.clip(np.arange(nx) - w // 2, 0, nx)
-        hi = np.clip(lo + w, 0, nx)
-        full = (count[..., hi] - count[..., lo]) == w
-        out[int(w)] = np.where(full, (total[..., hi] - total[..., lo]) / w, np.nan)
+        mean = np.zeros(a.shape, dtype=a.dtype)
+        inside = np.zeros(valid.shape, dtype=bool)
+        inside[:, w // 2:w // 2 + nx - w + 1] = (count[:, w:] - count[:, :-w]) == w
+        mean[..., w // 2:w // 2 + nx - w + 1] = (total[..., w:] - total[..., :-w]) / w
+        out[int(w)] = (mean, inside)
     return out
 
 
@@ -181,19 +187,18 @@ def comb_statistic(z: np.ndarray, grid: _Grid, *, best: bool = False
     zx = z[:, grid.i0] * (1 - grid.w) + z[:, grid.i0 + 1] * grid.w  # (B, G, nx)
     sizes = np.maximum(2, np.round(2 * TOOTH_TOL * grid.shifts).astype(int))
     means = _window_means(zx, grid.valid, sizes)
-    tops = {w: np.nan_to_num(m, nan=-np.inf) for w, m in means.items()}
-    bottoms = {w: np.nan_to_num(m, nan=np.inf) for w, m in means.items()}
     nx = len(grid.x)
     score, where = np.full(z.shape[0], -np.inf), None
     for s, size in zip(grid.shifts, sizes, strict=True):
-        top, bottom = tops[int(size)], bottoms[int(size)]
+        mean, inside = means[int(size)]
         n, h = nx - (N_TEETH - 1) * s, s // 2
-        teeth, troughs = top[..., :n], bottom[..., h:h + n]
+        teeth, troughs, ok = mean[..., :n], mean[..., h:h + n], inside[:, :n]
         for k in range(1, N_TEETH):
-            teeth = np.minimum(teeth, top[..., k * s:k * s + n])
+            teeth = np.minimum(teeth, mean[..., k * s:k * s + n])
+            ok = ok & inside[:, k * s:k * s + n]
             if k < N_TEETH - 1:
-                troughs = np.maximum(troughs, bottom[..., k * s + h:k * s + h + n])
-        contrast = (teeth - troughs).reshape(z.shape[0], -1)
+                troughs = np.maximum(troughs, mean[..., k * s + h:k * s + h + n])
+        contrast = np.where(ok, teeth - troughs, -np.inf).reshape(z.shape[0], -1)
         top_row = contrast.max(axis=1)
         if best and top_row[0] > score[0]:
             g, i = np.unravel_index(int(np.argmax(contrast[0])), (len(grid.p_c), n))
@@ -219,7 +224,7 @@ def permutation_test(C: np.ndarray, grid: _Grid, n_null: int, rng: np.random.Gen
 
     The rank p-value ``(1 + #{null ≥ observed})/(1 + n_null)`` of the comb score, ties broken
     by the mean of ``z`` (a few runs' quantised ``R`` can tie)."""
-    z = standardized_excess(C[None])[0]
+    z = standardized_excess(deal_jumps(C, 1, None))[0]
     observed, comb = comb_statistic(z, grid, best=True)
     null = np.concatenate([_statistics(deal_jumps(C, min(CHUNK, n_null - k), rng), grid)
                            for k in range(0, n_null, CHUNK)])
