@@ -271,6 +271,9 @@ def sgd_verdict(lr: float, batch_size: int, runs: int, *, width: int, n_runs: in
     ``runs``); the record adds ``lr``, ``B``, ``runs`` and ``C_end``, the mean final ``C_max``
     of the finite runs. ``judge_kw``: ``alpha``, ``n_null``, ``n_power``, ``n_boot``,
     ``n_surrogates``."""
+    if not 2 <= runs <= n_runs:
+        raise ValueError(f"runs must lie in [2, n_runs = {n_runs}] (the ensemble trained), "
+                         f"got {runs}")
     params = {"lr": lr, "width": width, "n_runs": n_runs, "batch_size": batch_size,
               "n_steps": n_steps, "record_every": record_every, "seed": seed}
     out = cached("sgd_order_parameter", params,
