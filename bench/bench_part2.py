@@ -1,4 +1,5 @@
-"""Part 2 benchmarks: ensemble Euler–Maruyama against a loop over trajectories, and surrogates.
+"""Part 2 benchmarks: ensemble Euler–Maruyama against a loop over trajectories, surrogates, and
+the time of one cascade verdict.
 
 Both sides run with one torch thread: on a shared CPU, two threads on these small tensors are
 slower than one, and the comparison is about batching, not threading.
@@ -10,7 +11,7 @@ import numpy as np
 import torch
 
 from bench import best_time, report
-from flowlaws.percolation import ensemble, sde, surrogates
+from flowlaws.percolation import cascade_models, cascade_test, ensemble, sde, surrogates
 
 N_RUNS, N_STEPS = 1000, 20
 
@@ -56,12 +57,30 @@ def bench_surrogates() -> None:
            f"target well under 1 s (got {fast:.3f} s)")
 
 
+def bench_cascade_verdict() -> None:
+    """One ``judge_cascade`` verdict on a planted λ = 2 cascade (64 runs, 1,024 points): the
+    defaults (199 deals, 100 injections) against the test alone (no power)."""
+    p = np.linspace(0, 1, 1024)
+    C = cascade_models.planted_ensemble(p, 64, p_c=0.8, lam=2.0, first=0.4, n_levels=4, seed=0)
+
+    def verdict() -> None:
+        cascade_test.judge_cascade(C, p)
+
+    def test_only() -> None:
+        cascade_test.judge_cascade(C, p, n_power=0)
+
+    alone, full = best_time(test_only), best_time(verdict, repeat=1)
+    report("cascade verdict, 64 runs x 1024 pts (test alone vs +power)", alone, full,
+           f"reported, no target (full verdict {full:.1f} s)")
+
+
 def main() -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         bench_ensemble_em()
         bench_surrogates()
+        bench_cascade_verdict()
     finally:
         torch.set_num_threads(threads)
 

@@ -5,11 +5,11 @@ three-way verdict.
 
 **Peaks, λ and p_c.** The best comb's teeth, extended over the window, are read in ``R``; a
 tooth counts as a peak when its contrast to its neighbouring troughs (maximum of ``R`` within
-``±TOOTH_TOL`` of a period around the tooth, minus the larger neighbouring trough minimum) is at
-least ``Z_PEAK σ_R`` in the data *and* in at least ``PERSIST`` of ``n_boot`` bootstrap
-replicates (runs resampled). λ and ``p_c`` come from
-:func:`flowlaws.percolation.dsi.estimate_lambda` on the longest run of consecutive peaks, with
-the bootstrap spread of each peak's position as its error.
+``±TOOTH_TOL`` of a period around the tooth, minus the larger neighbouring trough minimum) is
+above ``Z_PEAK σ_R`` (the largest ``σ_R`` over the tooth's and its troughs' windows) in the data
+*and* in at least ``PERSIST`` of ``n_boot`` bootstrap replicates (runs resampled). λ and
+``p_c`` come from :func:`flowlaws.percolation.dsi.estimate_lambda` on the longest run of
+consecutive peaks, with the bootstrap spread of each peak's position as its error.
 
 **Found.** A cascade is found when the permutation p-value is at most α *and* at least
 ``N_TEETH`` consecutive persistent peaks stand on the comb: a rejected null alone only says that
@@ -42,7 +42,6 @@ from flowlaws.percolation.cascade_stats import (
     permutation_test,
     relative_variance_se,
     split_jumps,
-    standardized_excess,
 )
 from flowlaws.percolation.dsi import (
     NoCascadeError,
@@ -130,16 +129,17 @@ def persistent_peaks(C: np.ndarray, p: np.ndarray, comb: Comb | None, *, n_boot:
     if not windows:
         return np.zeros(0), np.zeros(0)
     rng = np.random.default_rng(0) if rng is None else rng
-    _, R, scale = standardized_excess(C[None])
-    contrast, arg = _tooth_contrasts(R, windows)
-    need = Z_PEAK * scale[0, arg[0]]
+    R, se = relative_variance_se(C)
+    contrast, arg = _tooth_contrasts(R[None], windows)
+    near = [w | t | (windows[k - 1][1] if k else False) for k, (w, t) in enumerate(windows)]
+    need = Z_PEAK * np.array([se[m].max() for m in near])
     held, where = np.zeros(len(windows)), []
     for k in range(0, n_boot, 16):
         rows = rng.integers(len(C), size=(min(16, n_boot - k), len(C)))
         c_b, arg_b = _tooth_contrasts(relative_variance_se(C[rows])[0], windows)
-        held += (c_b >= need).sum(axis=0)
+        held += (c_b > need).sum(axis=0)
         where.append(p[arg_b])
-    keep = np.append((contrast[0] >= need) & (held / n_boot >= PERSIST), False)
+    keep = np.append((contrast[0] > need) & (held / n_boot >= PERSIST), False)
     best, run = (0, 0), 0
     for k, kept in enumerate(keep):
         run = run + 1 if kept else 0
@@ -161,8 +161,8 @@ def _found(C: np.ndarray, p: np.ndarray, grid, alpha: float, n_null: int, n_boot
 
 def injection_power(C: np.ndarray, p: np.ndarray, *, lam: float = 2.0, alpha: float = 0.05,
                     n_power: int = 100, n_null: int = 99, n_boot: int = 100, seed: int = 0,
-                    jitter: float = 0.1, direction: int | None = None,
-                    progress: str | None = None) -> float:
+                    jitter: float = 0.1, jump: float | None = None,
+                    direction: int | None = None, progress: str | None = None) -> float:
     """The fraction of ``n_power`` injected cascades (:func:`inject_cascade`) that the same test
     finds (p-value and persistent peaks, module docstring) at the same size and α.
     ``progress``: a label for a progress bar."""
@@ -170,7 +170,8 @@ def injection_power(C: np.ndarray, p: np.ndarray, *, lam: float = 2.0, alpha: fl
     C, p = np.asarray(C, dtype=float), np.asarray(p, dtype=float)
     grid, hits = comb_grid(p), 0
     for _ in track(range(n_power), desc=progress, enabled=progress is not None):
-        planted, _, _ = inject_cascade(C, p, rng, lam=lam, jitter=jitter, direction=direction)
+        planted, _, _ = inject_cascade(C, p, rng, lam=lam, jitter=jitter, jump=jump,
+                                       direction=direction)
         hits += _found(planted, p, grid, alpha, n_null, n_boot, rng, report=False)[0]
     return hits / n_power
 
@@ -219,7 +220,8 @@ class CascadeVerdict:
     ``lam_claimed`` (``n_power`` injections; NaN if not computed), ``lam ± lam_err`` and
     ``p_c ± p_c_err`` from the persistent ``peaks`` (NaN when fewer than 3 or not geometric),
     ``comb`` the best comb, ``statistic`` and ``null`` its score and the deals' scores,
-    ``surrogate_p`` the seed's phase-randomised p-value (NaN unless asked for).
+    ``surrogate_p`` the seed's phase-randomised p-value (NaN unless asked for), ``note`` why the
+    power could not be measured (empty when it was, or was not asked for).
     """
 
     verdict: str
@@ -241,6 +243,7 @@ class CascadeVerdict:
     comb: Comb | None = None
     null: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     surrogate_p: float = float("nan")
+    note: str = ""
 
     def summary(self) -> str:
         """Verdict, p-value, power, λ and p_c, size: always with p-value and power."""
@@ -251,9 +254,11 @@ class CascadeVerdict:
                if self.verdict != "cascade" and self.p_value <= self.alpha else "")
         seed = (f"; seed's surrogate p = {self.surrogate_p:.3f}"
                 if np.isfinite(self.surrogate_p) else "")
+        power = (f"power {self.power:.2f} at λ = {self.lam_claimed:g} ({self.n_power} "
+                 "injections)" if np.isfinite(self.power) else
+                 f"power not measured{' (' + self.note + ')' if self.note else ''}")
         return (f"{self.verdict}{why}: p = {self.p_value:.3f} ({self.n_null} run-level deals), "
-                f"power {self.power:.2f} at λ = {self.lam_claimed:g} ({self.n_power} "
-                f"injections), α = {self.alpha:g}; {fit}; {self.n_runs} runs ({self.n_dropped} "
+                f"{power}, α = {self.alpha:g}; {fit}; {self.n_runs} runs ({self.n_dropped} "
                 f"diverged dropped), {self.n_points} points{seed}")
 
     __str__ = summary
@@ -262,14 +267,18 @@ class CascadeVerdict:
 def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: int = 0,
                   lam: float = 2.0, n_null: int = 199, n_power: int = 100, n_boot: int = 200,
                   window: tuple[float, float] | None = None, jitter: float = 0.1,
-                  n_surrogates: int = 0, progress: str | None = None) -> CascadeVerdict:
+                  jump: float | None = None, n_surrogates: int = 0,
+                  progress: str | None = None) -> CascadeVerdict:
     """Is there a DSI cascade in the order parameter ``C`` ``(n_runs, n_points)`` over ``p``?
 
     Diverged runs (any NaN/inf) are dropped and counted. ``window=(lo, hi)`` restricts the
     search to ``lo ≤ p ≤ hi``. ``lam`` is the claimed λ at which power is measured
-    (``n_power`` injections of ``n_null`` deals each; ``n_power = 0`` skips it, and then no
-    verdict can be "no cascade"). ``n_surrogates > 0`` adds the seed's phase-randomised p-value
-    for comparison. ``progress``: a label for a bar over the injections. Rules: module docstring.
+    (``n_power`` injections, each tested against ``min(n_null, 99)`` deals: resolution 0.01;
+    ``n_power = 0`` skips it, and then no verdict can be "no cascade"; so does a window too
+    coarse for four levels, with a ``note``). ``jitter`` and ``jump`` (the injected jump size;
+    default the data's median jump) go to :func:`inject_cascade`. ``n_surrogates > 0``
+    adds the seed's phase-randomised p-value for comparison. ``progress``: a label for a bar
+    over the injections. Rules: module docstring.
     """
     C, p = np.asarray(C, dtype=float), np.asarray(p, dtype=float)
     if C.ndim != 2 or p.shape != (C.shape[1],):
@@ -298,13 +307,18 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: in
             est = (e.lam, e.lam_err, e.p_c, e.p_c_err)
         except NoCascadeError:
             pass
-    power = (injection_power(kept, p, lam=lam, alpha=alpha, n_power=n_power, n_null=n_null,
-                             n_boot=min(n_boot, 100), seed=seed, jitter=jitter,
-                             progress=progress) if n_power else float("nan"))
+    power, note = float("nan"), ""
+    if n_power:
+        try:
+            power = injection_power(kept, p, lam=lam, alpha=alpha, n_power=n_power,
+                                    n_null=min(n_null, 99), n_boot=min(n_boot, 100), seed=seed,
+                                    jitter=jitter, jump=jump, progress=progress)
+        except ValueError as err:
+            note = str(err)
     verdict = ("cascade" if found else
                "no cascade" if power >= POWER_TARGET else "inconclusive")
     surrogate_p = (surrogate_test(relative_variance(kept), p, n_surrogates=n_surrogates,
                                   alpha=alpha, seed=seed).p_value if n_surrogates else np.nan)
     return CascadeVerdict(verdict, p_value, power, alpha, *map(float, est), np.sort(peaks),
                           lam, len(kept), C.shape[0] - len(kept), len(p), n_null, n_power,
-                          statistic, comb, null, float(surrogate_p))
+                          statistic, comb, null, float(surrogate_p), note)

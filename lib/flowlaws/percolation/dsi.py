@@ -7,8 +7,10 @@ critical point ``p_c`` geometrically: ``p_n − p_c = λ⁻¹ (p_{n−1} − p_c
 
 This module: :func:`relative_variance`; peak detection (:func:`find_variance_peaks`, rule
 below); :func:`estimate_lambda` (closed form for three peaks, weighted least squares on
-``log|p_n − p_c|`` for more); the cascade detector (:func:`detect_cascade`). The null model is
-in :mod:`flowlaws.percolation.surrogates`, the log-periodic fit in
+``log|p_n − p_c|`` for more); the cascade detector (:func:`detect_cascade`). The seed's null
+model is in :mod:`flowlaws.percolation.surrogates`; the test that chapters call, with a
+run-level null, power and a three-way verdict, is
+:func:`flowlaws.percolation.cascade_test.judge_cascade`. The log-periodic fit is in
 :mod:`flowlaws.percolation.lppl`, the toy models in :mod:`flowlaws.percolation.cascade_models`.
 
 **Prominence rule.** A local maximum of ``R`` counts as a peak when its prominence

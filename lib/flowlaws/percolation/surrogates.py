@@ -4,6 +4,11 @@ A surrogate keeps the amplitude spectrum of ``R(p)`` and draws its phases at ran
 runs the cascade detector of :mod:`flowlaws.percolation.dsi` on the observed signal and on
 ``n_surrogates`` surrogates and reports the fraction of surrogates that score at least as high.
 
+This is the seed's method, kept for comparison. ``R`` is non-negative, non-stationary and, for
+an integer order parameter, a staircase, so its Gaussian surrogates are not exchangeable with it
+and the p-values are not uniform (issue 12); the test that chapters call is
+:func:`flowlaws.percolation.cascade_test.judge_cascade`, whose null is built from the runs.
+
 Explained in: book/02_percolation/05_dsi.ipynb.
 """
 from __future__ import annotations

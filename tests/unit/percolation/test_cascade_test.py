@@ -103,6 +103,7 @@ def test_the_verdict_is_three_way_and_always_carries_p_value_and_power():
         v.verdict == "cascade" and v.p_value <= ALPHA)
     small = cascade_test.judge_cascade(C[3:11], p, n_null=19, n_power=0, n_boot=20)
     assert small.verdict in ("inconclusive", "cascade") and np.isnan(small.power)
+    assert "power not measured" in str(small)
 
 
 def test_delta_method_error_of_R_matches_the_run_bootstrap():
@@ -160,3 +161,25 @@ def test_hierarchical_and_random_pair_runs_are_merge_histories():
     assert set(np.unique(h)) <= {1, 2, 4, 8, 16, 32, 64}
     with pytest.raises(ValueError, match="power of 2"):
         cascade_models.hierarchical_runs(48, 2)
+
+
+def test_runs_for_power_tries_sizes_until_the_target_and_says_when_none_reaches_it():
+    p = np.linspace(0, 1, 256)
+
+    def model(n_runs: int, seed: int) -> np.ndarray:
+        return staircases(n_runs, 256, np.random.default_rng(seed), "uniform")[0]
+
+    kw = {"n_power": 4, "n_null": 19, "n_boot": 20}
+    found = cascade_test.runs_for_power(model, p, sizes=(4, 64), target=0.5, **kw)
+    assert found.sizes[-1] == (found.n_runs or 64) and len(found.powers) == len(found.sizes)
+    assert all(0 <= x <= 1 for x in found.powers)
+    never = cascade_test.runs_for_power(model(8, 0), p, sizes=(4,), target=1.01, **kw)
+    assert never.n_runs is None and never.sizes == [4]
+
+
+def test_a_window_too_coarse_for_four_levels_gives_no_power_and_says_why():
+    rng = np.random.default_rng(4)
+    C, p = staircases(16, 128, rng, "uniform")
+    v = cascade_test.judge_cascade(C, p, n_null=19, n_power=3, n_boot=10)
+    assert np.isnan(v.power) and "too coarse" in v.note and v.verdict != "no cascade"
+    assert "power not measured (the window" in str(v)
