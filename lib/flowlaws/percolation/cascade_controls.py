@@ -48,6 +48,7 @@ __all__ = [
     "holm",
     "grid_summary",
     "sgd_verdict",
+    "sgd_power_size",
     "synchronised_ratios",
 ]
 
@@ -274,13 +275,41 @@ def sgd_verdict(lr: float, batch_size: int, runs: int, *, width: int, n_runs: in
     if not 2 <= runs <= n_runs:
         raise ValueError(f"runs must lie in [2, n_runs = {n_runs}] (the ensemble trained), "
                          f"got {runs}")
-    params = {"lr": lr, "width": width, "n_runs": n_runs, "batch_size": batch_size,
-              "n_steps": n_steps, "record_every": record_every, "seed": seed}
-    out = cached("sgd_order_parameter", params,
-                 lambda: sgd_order_parameter(device=device, **params))
-    C, x = np.asarray(out["C"][:runs], dtype=float), np.asarray(out["steps"], dtype=float)
+    params, C, x = _sgd_ensemble(lr, batch_size, width=width, n_runs=n_runs, n_steps=n_steps,
+                                 record_every=record_every, seed=seed, device=device)
+    C = C[:runs]
     key = params | judge_kw | {"runs": runs}
     rec = cached("sgd_cascade", key, lambda: judged(C, x, seed=seed, **judge_kw))
     kept = finite_runs(C)
     return rec | {"lr": lr, "B": batch_size, "runs": runs,
                   "C_end": float(kept[:, -1].mean()) if len(kept) else float("nan")}
+
+
+def _sgd_ensemble(lr: float, batch_size: int, *, width: int, n_runs: int, n_steps: int,
+                  record_every: int, seed: int, device: str) -> tuple[dict, np.ndarray, np.ndarray]:
+    """``(cache parameters, C (n_runs, T), steps (T,))`` of the cached SGD ensemble."""
+    params = {"lr": lr, "width": width, "n_runs": n_runs, "batch_size": batch_size,
+              "n_steps": n_steps, "record_every": record_every, "seed": seed}
+    out = cached("sgd_order_parameter", params,
+                 lambda: sgd_order_parameter(device=device, **params))
+    return params, np.asarray(out["C"], dtype=float), np.asarray(out["steps"], dtype=float)
+
+
+def sgd_power_size(lr: float, batch_size: int, *, width: int, n_runs: int, n_steps: int,
+                   record_every: int, seed: int = 0, device: str = "cpu",
+                   sizes: tuple[int, ...] = (64, 128, 256), alpha: float = 0.05,
+                   n_null: int = 99, n_power: int = 20, n_boot: int = 100) -> dict:
+    """Like :func:`model_power_size` for the SGD ensemble of :func:`sgd_verdict` (cached): the
+    fewest runs at which the injection power at λ = 2 reaches 0.8, its finite runs resampled
+    to each size (an approximation: ``"resampled": True``)."""
+    params, C, x = _sgd_ensemble(lr, batch_size, width=width, n_runs=n_runs, n_steps=n_steps,
+                                 record_every=record_every, seed=seed, device=device)
+    sizes = tuple(int(n) for n in sizes)
+    kw = {"alpha": alpha, "n_null": n_null, "n_power": n_power, "n_boot": n_boot}
+
+    def search() -> dict:
+        r = runs_for_power(C, x, sizes=sizes, seed=seed, **kw)
+        return {"n_runs": r.n_runs, "sizes": r.sizes, "powers": r.powers, "target": r.target,
+                "resampled": True}
+
+    return cached("sgd_power_size", params | kw | {"sizes": sizes}, search)
