@@ -138,10 +138,9 @@ def control_verdict(model: str, N: int, n_runs: int, *, spread: float = 0.5, see
                     power_sizes: tuple[int, ...] = (), **judge_kw) -> tuple[dict, dict | None]:
     """``(record, size)``: :func:`judged` on ``n_runs`` runs of ``model`` (:func:`model_runs`),
     runs and verdict cached on disk (:func:`flowlaws.book.call_cache.cached_call`), and, when
-    the verdict
-    is inconclusive with a measured power and ``power_sizes`` are given, the runs at which the
-    power reaches 0.8 (``size``, else None). The size search draws fresh runs at every size
-    (:func:`model_power_size`), except for the kinematic ring, whose simulation is slow: its
+    the verdict is inconclusive with a measured power and ``power_sizes`` are given, the runs at
+    which the power reaches 0.8 (``size``, else None). The size search draws fresh runs at every
+    size (:func:`model_power_size`), except for the kinematic ring, whose simulation is slow: its
     observed runs are resampled to each size (an approximation, see
     :func:`~flowlaws.percolation.cascade_test.runs_for_power`; ``size["resampled"]`` says which).
     ``judge_kw``: ``alpha``, ``n_null``, ``n_power``, ``n_boot``, ``n_surrogates``."""
