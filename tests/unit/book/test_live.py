@@ -53,7 +53,7 @@ def _figures() -> list[tuple[str, list, bool]]:
             free = "compute=" in _code(cell) or "interactive_figure(" not in _code(cell)
             for size, values in (("reader", reader), ("smoke", reader | smoke.get(name, {}))):
                 knobs = [eval(compile(ast.Expression(call), name, "eval"),  # noqa: S307
-                              {"Knob": Knob}, dict(values)) for call in calls]
+                              {"Knob": Knob, "np": np}, dict(values)) for call in calls]
                 if knobs:
                     figures.append((f"{path.stem}-{'-'.join(k.name for k in knobs)}-{size}",
                                     knobs, free))
