@@ -106,3 +106,26 @@ def browser():
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+def offline_page(browser, viewport: dict, *, console: tuple[str, ...] = ("error",)):
+    """A new page whose requests beyond 127.0.0.1 are aborted, and the list of what went wrong.
+
+    Network requests, page errors and console messages of the types in ``console`` are
+    appended to ``problems`` as they happen. Returns ``(page, problems)``.
+    """
+    page = browser.new_context(viewport=viewport).new_page()
+    problems: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith("http://127.0.0.1"):
+            r.continue_()
+        else:
+            problems.append(f"request to the network: {r.request.url}")
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda e: problems.append(f"JavaScript error: {e}"))
+    page.on("console", lambda m: m.type in console
+            and problems.append(f"console {m.type}: {m.text}"))
+    return page, problems

@@ -17,6 +17,7 @@ import threading
 import pytest
 import yaml
 from _harness import ROOT, toc_files
+from conftest import offline_page
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 WINDOW = {"width": 1280, "height": 900}
@@ -42,21 +43,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def open_offline(browser, url: str):
     """Load ``url`` with every non-local request aborted; return (page, problems)."""
-    context = browser.new_context(viewport=WINDOW)
-    page = context.new_page()
-    problems: list[str] = []
-
-    def route(r):
-        if r.request.url.startswith("http://127.0.0.1"):
-            r.continue_()
-        else:
-            problems.append(f"request to the network: {r.request.url}")
-            r.abort()
-
-    page.route("**/*", route)
-    page.on("pageerror", lambda e: problems.append(f"JavaScript error: {e}"))
-    page.on("console", lambda m: m.type in ("error", "warning")
-            and problems.append(f"console {m.type}: {m.text}"))
+    page, problems = offline_page(browser, WINDOW, console=("error", "warning"))
     page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url}"))
     page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"))
     page.goto(url, wait_until="networkidle")

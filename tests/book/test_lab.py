@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from _harness import ROOT, checked_overrides
+from conftest import offline_page
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 # chapter → the label of its learning-rate slider (the knob named lr)
@@ -132,19 +133,7 @@ def _api(address: str, token: str, path: str, method: str = "GET"):
 
 def _open(browser, url: str):
     """A page on ``url`` that records console errors, page errors and non-local requests."""
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    problems: list[str] = []
-
-    def route(r):
-        if r.request.url.startswith("http://127.0.0.1"):
-            r.continue_()
-        else:
-            problems.append(f"request to the network: {r.request.url}")
-            r.abort()
-
-    page.route("**/*", route)
-    page.on("pageerror", lambda e: problems.append(f"JavaScript error: {e}"))
-    page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
+    page, problems = offline_page(browser, {"width": 1400, "height": 1000}, console=("error",))
     page.goto(url)
     return page, problems
 
