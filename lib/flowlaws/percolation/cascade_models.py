@@ -1,9 +1,11 @@
-"""Cascades with a known mechanism: a planted cascade and a kinematic toy model.
+"""Cascades with a known mechanism: a planted cascade, merge models, a kinematic toy model.
 
 :func:`planted_ensemble` puts micro-transitions at a known geometric cascade (a test with a
-known answer for the estimators); the kinematic model (:class:`KinematicModel`,
-:func:`kinematic_cascade`) is a ring of coalescing particles whose merges set no scale factor
-by hand.
+known answer for the estimators); :func:`hierarchical_runs` merges units pairwise in
+generations and :func:`asynchronous_runs` merges random pairs one at a time; the kinematic
+model (:class:`KinematicModel`, :func:`kinematic_runs`) is a ring of coalescing particles whose
+merges set no scale factor by hand. The DSI chapter judges each with
+:func:`flowlaws.percolation.cascade_test.judge_cascade`.
 
 Explained in: book/02_percolation/05_dsi.ipynb.
 """
@@ -13,16 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowlaws.percolation.dsi import Cascade, detect_cascade, relative_variance
-from flowlaws.percolation.surrogates import NullTest, surrogate_test
-
 __all__ = [
     "planted_ensemble",
-    "kinematic_summary",
     "KinematicModel",
     "kinematic_runs",
-    "KinematicResult",
-    "kinematic_cascade",
     "merged_fraction",
     "hierarchical_runs",
     "asynchronous_runs",
@@ -46,27 +42,6 @@ def planted_ensemble(p: np.ndarray, n_runs: int, *, p_c: float, lam: float, firs
     shifts = levels + jitter * (p_c - levels) * rng.standard_normal((n_runs, n_levels))
     C = 1.0 + (np.asarray(p)[None, :, None] >= shifts[:, None, :]).sum(axis=2)
     return C + noise * rng.standard_normal(C.shape)
-
-
-def kinematic_summary(N: int, n_runs: int, *, n_boot: int, n_surrogates: int, seed: int = 0
-                      ) -> dict:
-    """:func:`kinematic_cascade` on a ring of ``N``, as plain lists and numbers.
-
-    Keys: ``p``, ``R``, ``peaks`` (every detected peak position), ``reason``, ``score``,
-    ``surrogate_scores``, ``p_value``, ``detection_rate`` (of the raw detector on the
-    surrogates), ``boot_lams``, ``boot_found``, ``lam``, ``lam_err`` (bootstrap median and
-    standard deviation of the best triple's λ; NaN when no replicate held a cascade).
-
-    Explained in: book/02_percolation/05_dsi.ipynb.
-    """
-
-    r = kinematic_cascade(KinematicModel(N=N), n_runs, seed=seed, n_boot=n_boot,
-                          n_surrogates=n_surrogates)
-    return {"p": r.p.tolist(), "R": r.R.tolist(), "peaks": r.cascade.all_peaks.p.tolist(),
-            "reason": r.cascade.reason, "score": r.null.score,
-            "surrogate_scores": r.null.scores.tolist(), "p_value": r.null.p_value,
-            "detection_rate": r.null.detection_rate, "boot_lams": r.boot_lams.tolist(),
-            "boot_found": r.boot_found, "lam": r.lam, "lam_err": r.lam_err}
 
 
 @dataclass(frozen=True)
@@ -199,59 +174,6 @@ def _kinematic_step(x: np.ndarray, m: np.ndarray, K: np.ndarray, model: Kinemati
     dt = np.where(np.isfinite(dt) & (K[:, None] > 1), dt, 0.0)
     noise = np.sqrt(2 * model.D * dt / np.where(alive, m, 1.0)) * rng.standard_normal(x.shape)
     x[:] = np.where(alive, np.mod(np.where(alive, x, 0.0) + v * dt + noise, model.N), np.inf)
-
-
-@dataclass
-class KinematicResult:
-    """What :func:`kinematic_cascade` measured.
-
-    ``p`` ``(N,)`` the merge fraction ``(N − K)/(N − 1)``; ``C`` ``(n_runs, N)`` ``C_max/N``
-    at those ``p``; ``R`` ``(N,)`` the relative variance; ``cascade`` the detector's result on
-    ``R``; ``boot_lams`` the λ of every bootstrap replicate (runs resampled) that held a
-    cascade; ``boot_found`` the fraction that did; ``null`` the surrogate test of ``R``.
-    ``lam``/``lam_err`` are the median and standard deviation of ``boot_lams`` (NaN if none).
-    """
-
-    p: np.ndarray
-    C: np.ndarray
-    R: np.ndarray
-    cascade: Cascade
-    boot_lams: np.ndarray
-    boot_found: float
-    null: NullTest
-
-    @property
-    def lam(self) -> float:
-        """Bootstrap median of λ (NaN when no replicate held a cascade)."""
-        return float(np.median(self.boot_lams)) if len(self.boot_lams) else float("nan")
-
-    @property
-    def lam_err(self) -> float:
-        """Bootstrap standard deviation of λ."""
-        return float(np.std(self.boot_lams, ddof=1)) if len(self.boot_lams) > 1 else float("nan")
-
-
-def kinematic_cascade(model: KinematicModel, n_runs: int, *, init: str = "poisson",
-                      seed: int = 0, n_boot: int = 200, n_surrogates: int = 1000,
-                      prominence_factor: float = 3.0, min_width: float = 1.0) -> KinematicResult:
-    """Run the toy model, compute ``R(p)`` and look for a DSI cascade in it, with errors.
-
-    The signal has only ``N`` points, so the detector's defaults here are looser
-    (``prominence_factor = 3``, ``min_width = 1``); the surrogate test judges the result.
-    """
-    C = kinematic_runs(model, n_runs, seed=seed, init=init)[:, ::-1] / model.N
-    p = (model.N - np.arange(model.N, 0, -1)) / (model.N - 1)
-    kw = {"prominence_factor": prominence_factor, "min_width": min_width}
-    R = relative_variance(C)
-    rng = np.random.default_rng(seed + 1)
-    lams = []
-    for _ in range(n_boot):
-        c = detect_cascade(relative_variance(C[rng.integers(n_runs, size=n_runs)]), p, **kw)
-        if c.found:
-            lams.append(c.estimate.lam)
-    null = surrogate_test(R, p, n_surrogates=n_surrogates, seed=seed, **kw)
-    return KinematicResult(p, C, R, detect_cascade(R, p, **kw), np.asarray(lams),
-                           len(lams) / n_boot, null)
 
 
 def merged_fraction(N: int) -> np.ndarray:

@@ -21,12 +21,6 @@ def test_planted_ensemble_recovers_its_cascade():
     assert abs(found.estimate.p_c - 0.8) < 0.03 and abs(found.estimate.lam - 2.0) < 0.5
 
 
-def test_kinematic_summary_is_plain_data():
-    k = cascade_models.kinematic_summary(16, 20, n_boot=5, n_surrogates=20)
-    assert len(k["p"]) == len(k["R"]) == 16 and len(k["surrogate_scores"]) == 20
-    assert 0 < k["p_value"] <= 1 and 0 <= k["boot_found"] <= 1
-
-
 def test_kinematic_runs_conserve_mass_and_finish():
     model = cascade_models.KinematicModel(N=16)
     C = cascade_models.kinematic_runs(model, 20, seed=0)
