@@ -118,6 +118,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   book's stylesheet, alt text from captions, the executed notebook for download
 - :mod:`flowlaws.book.theorem_index`
   the book's theorem index page (the ``{theorem-index}`` directive)
+- :mod:`flowlaws.book.ledger`
+  ``record_claim``: a chapter's verdict on a seed's claim, glued for the claims ledger (I.1–II.9)
 
 Conventions (``CONTRIBUTING.md``): weight shapes follow PyTorch's ``out x in`` everywhere (a
 linear layer ``y = W x`` stores ``W`` with shape ``(n_out, n_in)``); ensembles carry a leading

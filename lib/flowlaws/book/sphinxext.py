@@ -16,6 +16,8 @@
   outputs) and, from ``_executed/``, the notebook as the build executed it, outputs included
   (myst-nb writes it to ``_build/jupyter_execute``).
 - **The theorem index** (:mod:`flowlaws.book.theorem_index`), registered from here.
+- **The claims ledger** (:mod:`flowlaws.book.ledger`): a page that pastes glued values from
+  other pages is written again whenever any page is read, registered from here.
 
 Enabled in ``_config.yml``.
 """
@@ -28,6 +30,7 @@ from typing import Any
 
 from docutils import nodes
 
+from flowlaws.book.ledger import setup_ledger
 from flowlaws.book.progress import STATIC_BUILD_ENV
 from flowlaws.book.theorem_index import setup_theorem_index
 
@@ -158,4 +161,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _clean_assets, priority=900)  # after every asset is added
     app.connect("doctree-resolved", _alt_from_caption)
     setup_theorem_index(app)
+    setup_ledger(app)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.2"}

@@ -1,0 +1,152 @@
+"""The claims ledger: a chapter records its verdict on a seed's claim, the ledger page pastes it.
+
+A chapter decides a claim ``X`` in a cell and calls ``record_claim("X", verdict, number)``
+right after it. That *glues* two plain-text values, ``X_verdict`` and ``X_number``, into the
+notebook's outputs (myst-nb's ``glue``: a display output that the build stores for other pages
+and that shows nothing), and prints one line, so a reader of the notebook sees the ledger's row
+where it is decided. ``book/ledger.md`` pastes them with
+``{glue:text}`02_feedforward.ipynb::X_verdict:s```, so a rerun that changes a verdict changes
+the page, and a key that no chapter glues fails the build (``-W``).
+
+- ``verdict`` is one of :data:`VERDICTS`; ``number`` is a short line computed in that run
+  (``"λ = 1.81 ± 0.04, p = 0.010, power 0.50, 64 runs"``), never typed.
+- :func:`glued_values` reads the glued values back from an executed notebook (the tests
+  compare them with the rendered page).
+- :func:`setup_ledger` (registered by :mod:`flowlaws.book.sphinxext`) writes a page that
+  pastes from other pages again whenever any page is read, so an incremental build never shows
+  a stale verdict.
+
+myst-nb is a build dependency, not a reader's (Colab installs ``flowlaws[charts,data]``): when
+it is missing, :func:`record_claim` displays the same output myst-nb's ``glue`` would.
+
+Explained in: book/ledger.md
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "GLUE_PREFIX",
+    "NUMBER_SUFFIX",
+    "VERDICTS",
+    "VERDICT_SUFFIX",
+    "glued_values",
+    "record_claim",
+    "setup_ledger",
+    "verdict_of",
+]
+
+VERDICTS = ("holds", "fails", "inconclusive at this size", "not testable here")
+VERDICT_SUFFIX = "_verdict"
+NUMBER_SUFFIX = "_number"
+# myst_nb.ext.glue.GLUE_PREFIX: the mimetype prefix of a value glued with display=False
+GLUE_PREFIX = "application/papermill.record/"
+_CLAIM_ID = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def verdict_of(holds: bool, conclusive: bool = True) -> str:
+    """``"holds"`` or ``"fails"`` from the chapter's check; ``"inconclusive at this size"`` when
+    the check could not decide (``conclusive=False``: an uncertified count, too little power)."""
+    if not bool(conclusive):  # numpy and one-element torch booleans too
+        return "inconclusive at this size"
+    return "holds" if bool(holds) else "fails"
+
+
+def _glue(name: str, value: str) -> None:
+    """myst-nb's ``glue(name, value, display=False)``, or the same output without myst-nb."""
+    try:
+        from myst_nb import glue
+    except ImportError:
+        from IPython.display import display
+
+        data = {GLUE_PREFIX + "text/plain": repr(value)}
+        metadata = {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}}
+        display(data, raw=True, metadata=metadata)
+        return
+    glue(name, value, display=False)
+
+
+def record_claim(claim_id: str, verdict: str, number: str, *, quiet: bool = False) -> None:
+    """Glue ``<claim_id>_verdict`` and ``<claim_id>_number`` and print the ledger's row.
+
+    ``claim_id``: lower-case letters, digits and ``_`` (``"swiglu_one_per_unit"``);
+    ``verdict``: one of :data:`VERDICTS`; ``number``: one line, the deciding numbers of this
+    run. ``quiet``: glue without printing.
+    """
+    if not isinstance(claim_id, str) or not _CLAIM_ID.fullmatch(claim_id):
+        raise ValueError(f"claim_id must be lower-case letters, digits and '_', got {claim_id!r}")
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict of {claim_id!r} must be one of {VERDICTS}, got {verdict!r}")
+    if not isinstance(number, str) or not number.strip() or "\n" in number:
+        raise ValueError(f"number of {claim_id!r} must be one non-empty line, got {number!r}")
+    _glue(claim_id + VERDICT_SUFFIX, verdict)
+    _glue(claim_id + NUMBER_SUFFIX, number)
+    if not quiet:
+        print(f"ledger · {claim_id}: {verdict} ({number})")
+
+
+def glued_values(notebook: Mapping[str, Any]) -> dict[str, str]:
+    """Key → glued text of every value glued in an executed notebook (nbformat 4, as a dict).
+
+    A glued string is stored as its ``repr`` under ``text/plain`` (with the prefix
+    :data:`GLUE_PREFIX` when glued with ``display=False``); the text returned is the string.
+    """
+    found: dict[str, str] = {}
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            record = output.get("metadata", {}).get("scrapbook")
+            if not record:
+                continue
+            prefix = record.get("mime_prefix", "")
+            text = output.get("data", {}).get(prefix + "text/plain")
+            if isinstance(text, list):
+                text = "".join(text)
+            if text is None:
+                continue
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                value = text
+            found[record["name"]] = str(value)
+    return found
+
+
+# --- the build: a page that pastes from other pages is never left stale -----------------------
+
+
+def _pasting_docs(env: Any) -> set[str]:
+    if not hasattr(env, "flowlaws_pasting_docs"):
+        env.flowlaws_pasting_docs = set()
+    return env.flowlaws_pasting_docs
+
+
+def _note_pasting_doc(app: Any, doctree: Any) -> None:
+    from myst_nb.ext.glue.utils import PendingGlueReference
+
+    if any(doctree.findall(PendingGlueReference)):
+        _pasting_docs(app.env).add(app.env.docname)
+
+
+def _purge(app: Any, env: Any, docname: str) -> None:
+    _pasting_docs(env).discard(docname)
+
+
+def _merge(app: Any, env: Any, docnames: set[str], other: Any) -> None:
+    _pasting_docs(env).update(_pasting_docs(other))
+
+
+def _outdated(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
+    """A page pasting from other pages is read and written again whenever any page is."""
+    return sorted(_pasting_docs(env) - added - changed - removed) if added | changed else []
+
+
+def setup_ledger(app: Any) -> None:
+    """Connect the events that re-write a pasting page (the ledger) after any page is read."""
+    app.connect("doctree-read", _note_pasting_doc)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-merge-info", _merge)
+    app.connect("env-get-outdated", _outdated)

@@ -1,0 +1,94 @@
+"""flowlaws.book.ledger: a recorded claim is glued as myst-nb glues it, and read back."""
+
+from __future__ import annotations
+
+import sys
+from unittest import mock
+
+import pytest
+
+from flowlaws.book import ledger
+from flowlaws.book.ledger import GLUE_PREFIX, VERDICTS, glued_values, record_claim, verdict_of
+
+
+def _captured(monkeypatch, *, without_myst_nb: bool = False) -> list[tuple[dict, dict]]:
+    """Every (data, metadata) that IPython's display receives."""
+    shown: list[tuple[dict, dict]] = []
+
+    def display(*objs, raw=False, metadata=None, **_):
+        assert raw
+        shown.extend((obj, metadata) for obj in objs)
+
+    monkeypatch.setattr("IPython.display.display", display)
+    monkeypatch.setattr("myst_nb.ext.glue.ipy_display", display)
+    if without_myst_nb:
+        monkeypatch.setitem(sys.modules, "myst_nb", None)  # import myst_nb raises ImportError
+    return shown
+
+
+def _as_notebook(shown: list[tuple[dict, dict]]) -> dict:
+    outputs = [{"output_type": "display_data", "data": d, "metadata": m} for d, m in shown]
+    return {"cells": [{"cell_type": "code", "outputs": outputs, "source": ""}]}
+
+
+@pytest.mark.parametrize("without_myst_nb", [False, True])
+def test_a_recorded_claim_is_glued_and_read_back(monkeypatch, capsys, without_myst_nb):
+    shown = _captured(monkeypatch, without_myst_nb=without_myst_nb)
+    record_claim("rope_blocks", "holds", "count = 6 in 3/3 layers")
+    names = [m["scrapbook"]["name"] for _, m in shown]
+    assert names == ["rope_blocks_verdict", "rope_blocks_number"]
+    assert all(list(d) == [GLUE_PREFIX + "text/plain"] for d, _ in shown)  # shows nothing
+    assert glued_values(_as_notebook(shown)) == {
+        "rope_blocks_verdict": "holds", "rope_blocks_number": "count = 6 in 3/3 layers"}
+    assert capsys.readouterr().out == "ledger · rope_blocks: holds (count = 6 in 3/3 layers)\n"
+
+
+def test_without_myst_nb_the_output_is_the_one_myst_nb_makes(monkeypatch):
+    with_it = _captured(monkeypatch)
+    record_claim("x", "fails", "λ = 1.71", quiet=True)
+    without = _captured(monkeypatch, without_myst_nb=True)
+    record_claim("x", "fails", "λ = 1.71", quiet=True)
+    assert with_it == without
+
+
+@pytest.mark.parametrize(
+    ("claim_id", "verdict", "number", "named"),
+    [
+        ("Bad-Id", "holds", "1", "claim_id"),
+        ("x", "holds mostly", "1", "verdict"),
+        ("x", "holds", "", "number"),
+        ("x", "holds", "two\nlines", "number"),
+    ],
+)
+def test_bad_input_is_refused_by_name(monkeypatch, claim_id, verdict, number, named):
+    shown = _captured(monkeypatch)
+    with pytest.raises(ValueError, match=named):
+        record_claim(claim_id, verdict, number)
+    assert not shown  # nothing glued
+
+
+def test_verdict_of():
+    assert verdict_of(True) == "holds"
+    assert verdict_of(False) == "fails"
+    assert verdict_of(True, conclusive=False) == "inconclusive at this size"
+    assert {verdict_of(a, b) for a in (True, False) for b in (True, False)} < set(VERDICTS)
+
+
+def test_glued_values_ignores_other_outputs_and_reads_displayed_glue():
+    notebook = {"cells": [
+        {"cell_type": "markdown", "source": "x"},
+        {"cell_type": "code", "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "hello"},
+            {"output_type": "display_data", "data": {"text/plain": ["'a", "b'"]},
+             "metadata": {"scrapbook": {"name": "shown", "mime_prefix": ""}}},
+        ]},
+    ]}
+    assert glued_values(notebook) == {"shown": "ab"}
+
+
+def test_a_pasting_page_is_rewritten_whenever_a_page_is_read():
+    env = mock.Mock(spec=[])
+    env.flowlaws_pasting_docs = {"book/ledger"}
+    assert ledger._outdated(None, env, set(), {"book/x"}, set()) == ["book/ledger"]
+    assert ledger._outdated(None, env, set(), set(), set()) == []
+    assert ledger._outdated(None, env, set(), {"book/ledger"}, set()) == []
