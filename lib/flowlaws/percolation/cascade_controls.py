@@ -62,6 +62,9 @@ __all__ = [
     "sgd_verdict",
     "sgd_power_size",
     "synchronised_ratios",
+    "lambda_claim",
+    "grid_claim",
+    "claim_numbers",
 ]
 
 MODELS = ("hierarchical", "random-pair", "kinematic")
@@ -365,3 +368,37 @@ def sgd_power_size(lr: float, batch_size: int, *, width: int, n_runs: int, n_ste
 
     return cached_call(search)
 
+
+
+LAM_TOL = 0.15  # "λ ≈ 2": within 15 % (issue 12's criterion for a recovered planted λ)
+
+
+def lambda_claim(rec: dict, lam: float = 2.0) -> str:
+    """The claims ledger's verdict on "this ensemble shows a DSI cascade with λ ≈ ``lam``" for a
+    :func:`judged` record: ``"holds"`` for a cascade whose λ̂ is within ``LAM_TOL`` of ``lam``;
+    ``"fails"`` for "no cascade" (power ≥ 0.8) or a cascade whose λ̂ is farther;
+    ``"inconclusive at this size"`` otherwise (including a cascade without a fitted λ)."""
+    if rec["verdict"] == "no cascade":
+        return "fails"
+    if rec["verdict"] == "cascade" and np.isfinite(rec["lam"]):
+        return "holds" if abs(rec["lam"] - lam) <= LAM_TOL * lam else "fails"
+    return "inconclusive at this size"
+
+
+def grid_claim(rows: list[dict], rejected: np.ndarray) -> str:
+    """The ledger's verdict on "these ensembles show a DSI cascade" over a grid of settings
+    (:func:`grid_summary`'s ``rejected``): ``"holds"`` when some setting is a cascade after
+    Holm's correction, ``"fails"`` when every setting is "no cascade", ``"inconclusive at this
+    size"`` otherwise."""
+    if any(bool(k) and r["verdict"] == "cascade" for k, r in zip(rejected, rows, strict=True)):
+        return "holds"
+    return "fails" if all(r["verdict"] == "no cascade" for r in rows) else (
+        "inconclusive at this size")
+
+
+def claim_numbers(rec: dict) -> str:
+    """The deciding numbers of a :func:`judged` record, in one short line for the ledger."""
+    fit = (f"λ = {rec['lam']:.2f} ± {rec['lam_err']:.2f}, " if np.isfinite(rec["lam"]) else "")
+    power = f"power {rec['power']:.2f}" if np.isfinite(rec["power"]) else "power not measured"
+    return (f"{rec['verdict']}: {fit}p = {rec['p_value']:.3f}, {power}, {rec['n_runs']} runs × "
+            f"{rec['n_points']:,} points")

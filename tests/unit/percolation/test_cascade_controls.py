@@ -9,9 +9,12 @@ import pytest
 
 from flowlaws.percolation.cascade_controls import (
     cascade_point,
+    claim_numbers,
     detectable_text,
+    grid_claim,
     holm,
     judged,
+    lambda_claim,
     model_runs,
     power_fits,
     synchronised_ratios,
@@ -107,3 +110,18 @@ def test_unselected_maxima_are_the_detectors_peaks_away_from_the_cascade():
 def test_model_runs_refuses_an_unknown_model():
     with pytest.raises(ValueError, match="model"):
         model_runs("ring", 16, 2)
+
+
+def test_ledger_verdicts_follow_the_three_way_verdict_and_the_lambda_tolerance():
+    rec = {"verdict": "cascade", "lam": 1.81, "lam_err": 0.04, "p_value": 0.01, "power": 0.5,
+           "n_runs": 64, "n_points": 256}
+    assert lambda_claim(rec) == "holds" and lambda_claim(rec | {"lam": 1.69}) == "fails"
+    assert lambda_claim(rec | {"lam": float("nan")}) == "inconclusive at this size"
+    assert lambda_claim(rec | {"verdict": "no cascade"}) == "fails"
+    assert lambda_claim(rec | {"verdict": "inconclusive"}) == "inconclusive at this size"
+    numbers = "cascade: λ = 1.81 ± 0.04, p = 0.010, power 0.50, 64 runs × 256 points"
+    assert claim_numbers(rec) == numbers
+    rows = [rec | {"verdict": v} for v in ("no cascade", "inconclusive", "cascade")]
+    assert grid_claim(rows, np.array([False, False, True])) == "holds"
+    assert grid_claim(rows, np.array([False, False, False])) == "inconclusive at this size"
+    assert grid_claim(rows[:1] * 2, np.array([False, False])) == "fails"
