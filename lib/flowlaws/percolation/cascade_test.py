@@ -23,6 +23,16 @@ found-rule included, at the same size and α. Verdict: ``"cascade"`` if found; `
 if not found and the power is at least ``POWER_TARGET``; ``"inconclusive"`` otherwise (the
 summary then says whether the null alone was rejected).
 
+**Which cascade the power is for.** The verdict's power is measured at the data's own median
+jump: the cascade these runs would show if their own jumps were arranged in levels, so "no
+cascade" means that such a cascade would have been seen. In a record process (the largest
+cluster of random merging) that power can stay near 0 at any size, so an "inconclusive" also
+reports, on request (``jump_ladder``), the *detectable jump*: the smallest injected jump, on a
+geometric ladder of multiples of the median jump, at which the same test reaches
+``POWER_TARGET`` (:func:`detectable_jump`). It says what the test could have seen and never
+changes the verdict. A grid with fewer than :func:`min_points_for_power` points cannot hold
+four injected levels: its power is not measured, and the note says how many points it needs.
+
 Explained in: book/02_percolation/05_dsi.ipynb.
 """
 from __future__ import annotations
