@@ -59,7 +59,8 @@ def bench_surrogates() -> None:
 
 def bench_cascade_verdict() -> None:
     """One ``judge_cascade`` verdict on a planted λ = 2 cascade (64 runs, 1,024 points): the
-    defaults (199 deals, 100 injections) against the test alone (no power)."""
+    defaults (199 deals, 100 injections) against the test alone (no power); then the DSI
+    chapter's random-pair control at its sizes, with and without the detectable-jump ladder."""
     p = np.linspace(0, 1, 1024)
     C = cascade_models.planted_ensemble(p, 64, p_c=0.8, lam=2.0, first=0.4, n_levels=4, seed=0)
 
@@ -72,6 +73,19 @@ def bench_cascade_verdict() -> None:
     alone, full = best_time(test_only), best_time(verdict, repeat=1)
     report("cascade verdict, 64 runs x 1024 pts (test alone vs +power)", alone, full,
            f"reported, no target (full verdict {full:.1f} s)")
+
+    # the DSI chapter's negative control with its detectable jump (the jump ladder)
+    q = cascade_models.merged_fraction(256)
+    R = cascade_models.asynchronous_runs(256, 64, seed=0) / 256
+    kw = {"n_null": 99, "n_power": 20, "n_boot": 100}
+
+    def with_ladder() -> None:
+        cascade_test.judge_cascade(R, q, jump_ladder=cascade_test.JUMP_LADDER, **kw)
+
+    plain, ladder = (best_time(lambda: cascade_test.judge_cascade(R, q, **kw), repeat=1),
+                     best_time(with_ladder, repeat=1))
+    report("random-pair verdict, 64 runs x 256 pts (+power vs +detectable jump)", plain, ladder,
+           f"reported, no target (with the ladder {ladder:.1f} s)")
 
 
 def main() -> None:

@@ -67,6 +67,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the run-level null (jumps dealt to runs) and the log-periodic comb statistic (II.5–II.8)
 - :mod:`flowlaws.percolation.cascade_test`
   judge_cascade: p-value, power by injection, persistent peaks, three-way verdict (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade_calibration`
+  the test's false-positive rate on staircases and its power on planted cascades (II.5)
 - :mod:`flowlaws.percolation.cascade_controls`
   the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
 - :mod:`flowlaws.percolation.adaptive`

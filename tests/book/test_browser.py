@@ -242,7 +242,8 @@ def _check_readouts(page, chart_id: str, spec: dict, positions: dict[str, float]
 
 
 def _check_drawn_counts(page, chart_id: str, spec: dict, positions: dict[str, float]) -> None:
-    """One drawn line per curve with points, one drawn symbol per marked point of the grid."""
+    """One drawn line per curve with points, one drawn symbol per marked point of the grid, and
+    as many of each mark set (a cascade's peaks, other local maxima) in its own colour."""
     curves = [c for c in _curves_at(spec, positions) if c[1]]
     marks = _at(_rows_with(spec.get("datasets", {}).get("marks", []), "x"), positions,
                 _steps(spec))
@@ -250,6 +251,14 @@ def _check_drawn_counts(page, chart_id: str, spec: dict, positions: dict[str, fl
     symbols = page.locator(f"#{chart_id} g.mark-symbol.role-mark path").count()
     assert lines == len(curves), f"{lines} lines drawn, the grid has {len(curves)} curves here"
     assert symbols == sum(len(m["x"]) for m in marks), "the marked points do not match the grid"
+    for layer in spec.get("layer", []):
+        colour = layer.get("encoding", {}).get("color", {})
+        if colour.get("field") != "kind":
+            continue
+        for kind, fill in zip(colour["scale"]["domain"], colour["scale"]["range"], strict=True):
+            drawn = page.locator(f'#{chart_id} g.mark-symbol.role-mark path[fill="{fill}"]')
+            expected = sum(len(m["x"]) for m in marks if m["kind"] == kind)
+            assert drawn.count() == expected, f"{drawn.count()} {kind!r} drawn, not {expected}"
 
 
 def _exercise_slider(page, chart_id: str, spec: dict, slider, state: tuple, domains: list

@@ -34,7 +34,8 @@ __all__ = [
 Key = tuple[float, ...]
 
 
-RESERVED_NAMES = ("x", "y", "series", "setting", "caption")  # the fields of the chart's rows
+# the fields of the chart's rows
+RESERVED_NAMES = ("x", "y", "series", "kind", "setting", "caption")
 
 
 KEY_DIGITS = 10  # significant digits a knob's value keeps: grid values, keys and lookups
@@ -59,12 +60,22 @@ class SliderPoint:
         curves: label → ``(P,)`` ordinates.
         marks: ``(K, 2)`` points ``(x, y)`` to mark (detected peaks, say); may be empty.
         caption: one line printed with the figure (``"λ = 2.1 ± 0.3"``).
+        others: ``(J, 2)`` a second set of points, drawn apart from ``marks`` (another symbol
+            and colour: the local maxima a detector did not select, say); may be empty.
+        mark_labels: the legend's names of ``marks`` and ``others``.
     """
 
     x: np.ndarray
     curves: dict[str, np.ndarray]
     marks: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     caption: str = ""
+    others: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    mark_labels: tuple[str, str] = ("marked", "other")
+
+    def mark_sets(self) -> dict[str, np.ndarray]:
+        """``{label: (K, 2) points}`` of ``marks`` then ``others``, as the views draw them."""
+        return {label: np.asarray(points, dtype=float).reshape(-1, 2) for label, points in
+                zip(self.mark_labels, (self.marks, self.others), strict=True)}
 
 
 @dataclass

@@ -2,8 +2,11 @@
 
 The browser filters the precomputed :class:`~flowlaws.book.sliders.SliderGrid`, so dragging a
 slider or pressing the arrow keys on it changes the curves, the marks and the caption with no
-kernel. The page loads the vendored Vega bundle once, however many charts it has
-(:mod:`flowlaws.book.sphinxext`). :func:`render_png` draws one point with matplotlib.
+kernel. A point's two mark sets (its marks and its others, ``SliderPoint.mark_sets``) are
+drawn with two symbols and colours (:data:`MARK_STYLES`) and named in a legend, here and in
+:func:`render_png`, the live view's picture. The page loads the vendored Vega bundle once,
+however many charts it has (:mod:`flowlaws.book.sphinxext`). :func:`render_png` draws one
+point with matplotlib.
 
 Both axes are fixed over the whole grid (:func:`axis_domains`), so moving a slider moves the
 curves, never the axes; their tick labels use one number format each (:func:`tick_format`).
@@ -31,6 +34,7 @@ __all__ = [
     "vega_spec",
     "static_html",
     "render_png",
+    "MARK_STYLES",
 ]
 
 
@@ -44,22 +48,34 @@ def _rows(grid: SliderGrid) -> tuple[list[dict], list[dict], list[dict]]:
     curves, marks, captions = [], [], []
     for key, point in grid.points.items():
         at = {k.name: float(pos[v]) for k, pos, v in zip(grid.knobs, positions, key, strict=True)}
-        *on_curves, on_marks = _drawn_pairs(grid, point)
+        pairs = _drawn_pairs(grid, point)
+        on_curves, on_marks = pairs[:len(point.curves)], pairs[len(point.curves):]
         for label, keep in zip(point.curves, on_curves, strict=True):
             curves.append(at | {"series": label, "x": [_short(x) for x, _ in keep],
                                 "y": [_short(y) for _, y in keep]})
-        if on_marks:
-            marks.append(at | {"x": [_short(x) for x, _ in on_marks],
-                               "y": [_short(y) for _, y in on_marks]})
+        for kind, keep in zip(point.mark_sets(), on_marks, strict=True):
+            if keep:
+                marks.append(at | {"kind": kind, "x": [_short(x) for x, _ in keep],
+                                   "y": [_short(y) for _, y in keep]})
         captions.append(at | {"setting": grid.describe(key),
                               "caption": "\n".join(textwrap.wrap(point.caption, 88))})
     return curves, marks, captions
 
 
+# (Vega shape, colour, matplotlib marker) of a point's marks and of its others
+MARK_STYLES = (("triangle-down", "#d1495b", "v"), ("circle", "#6c757d", "o"))
+
+
+def _kind_index(grid: SliderGrid, kind: str) -> int:
+    """0 when ``kind`` names the marks of some point of ``grid``, 1 when it names others."""
+    return 0 if any(p.mark_labels[0] == kind for p in grid.points.values()) else 1
+
+
 def _drawn_pairs(grid: SliderGrid, point: SliderPoint) -> list[list[tuple[float, float]]]:
-    """The point's drawable ``(x, y)`` pairs: one list per curve, then one of its marks."""
+    """The point's drawable ``(x, y)`` pairs: one list per curve, then one per mark set
+    (:meth:`~flowlaws.book.sliders.SliderPoint.mark_sets`: its marks, then its others)."""
     pairs = [list(zip(point.x, ys, strict=True)) for ys in point.curves.values()]
-    pairs.append([tuple(m) for m in np.asarray(point.marks, dtype=float).reshape(-1, 2)])
+    pairs += [[tuple(m) for m in marks] for marks in point.mark_sets().values()]
     return [[(float(x), float(y)) for x, y in xy if _drawable(x, y, grid)] for xy in pairs]
 
 
@@ -166,16 +182,23 @@ def vega_spec(grid: SliderGrid) -> dict:
         selected).transform_flatten(["x", "y"])
     layers = [lines]
     if marks:
-        layers.append(alt.Chart(alt.Data(name="marks")).mark_point(
-            shape="triangle-down", size=90, filled=True, color="#d1495b").encode(
-            x, y).transform_filter(selected).transform_flatten(["x", "y"]))
+        kinds = list(dict.fromkeys(r["kind"] for r in marks))
+        style = [MARK_STYLES[_kind_index(grid, k)] for k in kinds]
+        layers.append(alt.Chart(alt.Data(name="marks")).mark_point(size=90, filled=True).encode(
+            x, y,
+            shape=alt.Shape("kind:N", title=None,
+                            scale=alt.Scale(domain=kinds, range=[s[0] for s in style])),
+            color=alt.Color("kind:N", title=None,
+                            scale=alt.Scale(domain=kinds, range=[s[1] for s in style])),
+        ).transform_filter(selected).transform_flatten(["x", "y"]))
     height = 300
     for name, offset, weight in (("setting", 38, "bold"), ("caption", 56, "normal")):
         layers.append(alt.Chart(alt.Data(name="captions"), name=name).mark_text(
             align="left", baseline="top", fontSize=12, fontWeight=weight, lineBreak="\n").encode(
             x=alt.value(0), y=alt.value(height + offset), text=f"{name}:N").transform_filter(
             selected))
-    chart = alt.layer(*layers).add_params(*sliders).properties(
+    chart = alt.layer(*layers).add_params(*sliders).resolve_scale(
+        color="independent", shape="independent").properties(
         width=560, height=height, title=grid.title).configure_legend(
         orient="top", labelLimit=0, title=None)
     spec = chart.to_dict()
@@ -263,8 +286,11 @@ def render_png(grid: SliderGrid, point: SliderPoint, key: Key) -> bytes:
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     for label, ys in point.curves.items():
         ax.plot(point.x, ys, label=label, lw=1.6)
-    if len(point.marks):
-        ax.plot(*np.asarray(point.marks).T, "v", color="#d1495b", ms=8, label="marked")
+    for (label, points), (_, colour, marker) in zip(point.mark_sets().items(), MARK_STYLES,
+                                                    strict=True):
+        if len(points):
+            ax.plot(*points.T, marker, color=colour, ms=8 if marker == "v" else 6, ls="none",
+                    label=label, fillstyle="full" if marker == "v" else "none")
     ax.set(xlabel=grid.x_label, ylabel=grid.y_label, title=f"{grid.title}\n{grid.describe(key)}")
     ax.title.set_fontsize(10)
     ax.set_xscale("log" if grid.log_x else "linear")

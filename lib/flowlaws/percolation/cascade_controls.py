@@ -12,7 +12,13 @@ correction over a grid of settings.
 
 Power by injection plants ``N_TEETH`` levels at λ, the last at least ``2·MIN_GAP`` grid steps
 from ``p_c`` and the first at least ``2·MIN_GAP·λ^{N_TEETH−1}`` steps; a grid too short for
-that (:func:`power_fits`) is judged without power, and its verdict cannot be "no cascade".
+that (:func:`power_fits`: fewer than 179 points at λ = 2) is judged without power, and its
+verdict cannot be "no cascade"; the verdict line says so, with the number of points needed.
+Fewer levels on a coarse grid were not adopted: the comb needs four teeth (three fit any
+geometric law exactly), so a three-level cascade would be a different test, whose power has not
+been measured. :func:`judged` with ``jump_ladder`` also records the smallest injected jump
+the test detects with power 0.8 (:func:`~flowlaws.percolation.cascade_test.detectable_jump`),
+what an inconclusive verdict could have seen.
 
 Explained in: book/02_percolation/05_dsi.ipynb.
 """
@@ -29,9 +35,13 @@ from flowlaws.percolation.cascade_models import (
     kinematic_runs,
     merged_fraction,
 )
-from flowlaws.percolation.cascade_stats import MIN_GAP, N_TEETH
-from flowlaws.percolation.cascade_test import judge_cascade, runs_for_power
-from flowlaws.percolation.dsi import finite_runs, relative_variance
+from flowlaws.percolation.cascade_stats import N_TEETH
+from flowlaws.percolation.cascade_test import (
+    judge_cascade,
+    min_points_for_power,
+    runs_for_power,
+)
+from flowlaws.percolation.dsi import find_variance_peaks, finite_runs, relative_variance
 from flowlaws.percolation.sgd_ensembles import sgd_order_parameter
 
 __all__ = [
@@ -43,13 +53,18 @@ __all__ = [
     "model_power_size",
     "control_verdict",
     "verdict_line",
+    "detectable_text",
     "badge",
     "cascade_point",
+    "unselected_maxima",
     "holm",
     "grid_summary",
     "sgd_verdict",
     "sgd_power_size",
     "synchronised_ratios",
+    "lambda_claim",
+    "grid_claim",
+    "claim_numbers",
 ]
 
 MODELS = ("hierarchical", "random-pair", "kinematic")
@@ -73,13 +88,13 @@ def model_runs(model: str, N: int, n_runs: int, *, spread: float = 0.5, seed: in
 
 def power_fits(n_points: int, lam: float = 2.0) -> bool:
     """Whether ``N_TEETH`` injected levels at ``lam`` fit on a grid of ``n_points`` (module
-    docstring)."""
-    return 2 * MIN_GAP * lam ** (N_TEETH - 1) / 0.9 <= n_points - 1
+    docstring; :func:`~flowlaws.percolation.cascade_test.min_points_for_power`)."""
+    return n_points >= min_points_for_power(lam, N_TEETH)
 
 
 def judged(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: int = 0,
            lam: float = 2.0, n_null: int = 99, n_power: int = 20, n_boot: int = 100,
-           n_surrogates: int = 0) -> dict:
+           n_surrogates: int = 0, jump_ladder: tuple[float, ...] = ()) -> dict:
     """:func:`judge_cascade` of ``C`` ``(n_runs, n_points)`` over ``p`` as a plain dict.
 
     Keys: ``verdict``, ``p_value``, ``power`` (NaN when not measured or when the grid is too
@@ -87,7 +102,9 @@ def judged(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: int = 0,
     ``alpha``, ``lam_claimed``, ``n_runs`` (finite runs), ``n_dropped``, ``n_points``, ``n_null``,
     ``n_power``, ``surrogate_p`` (the seed's phase-randomised p-value when ``n_surrogates``),
     ``summary`` (the verdict's line), ``x`` and ``R`` (the relative variance over the finite
-    runs).
+    runs), ``jump`` (the injected jump), ``detectable`` (the smallest detectable jump with
+    ``jump_ladder``, NaN without, inf when none on the ladder) and ``ladder`` (its
+    ``(multiple, power)`` pairs).
     """
     C, p = np.asarray(C, dtype=float), np.asarray(p, dtype=float)
     n_power = n_power if power_fits(len(p), lam) else 0
@@ -99,16 +116,18 @@ def judged(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: int = 0,
                 "lam_claimed": lam, "n_runs": len(kept), "n_dropped": len(C) - len(kept),
                 "n_points": len(p), "n_null": n_null, "n_power": 0, "surrogate_p": nan,
                 "summary": f"inconclusive: {len(kept)} finite run(s) of {len(C)}",
-                "x": p.tolist(), "R": np.full(len(p), np.nan).tolist()}
+                "x": p.tolist(), "R": np.full(len(p), np.nan).tolist(), "jump": nan,
+                "detectable": nan, "ladder": []}
     v = judge_cascade(C, p, alpha=alpha, seed=seed, lam=lam, n_null=n_null, n_power=n_power,
-                      n_boot=n_boot, n_surrogates=n_surrogates)
+                      n_boot=n_boot, n_surrogates=n_surrogates, jump_ladder=jump_ladder)
     return {"verdict": v.verdict, "p_value": v.p_value, "power": v.power, "lam": v.lam,
             "lam_err": v.lam_err, "p_c": v.p_c, "p_c_err": v.p_c_err,
             "peaks": [float(x) for x in v.peaks], "alpha": alpha, "lam_claimed": lam,
             "n_runs": v.n_runs, "n_dropped": v.n_dropped, "n_points": v.n_points,
             "n_null": n_null, "n_power": n_power, "surrogate_p": v.surrogate_p,
             "summary": v.summary(), "x": p.tolist(),
-            "R": relative_variance(kept).tolist()}
+            "R": relative_variance(kept).tolist(), "jump": v.jump, "detectable": v.detectable,
+            "ladder": [list(t) for t in v.ladder]}
 
 
 def judge_model(model: str, N: int, n_runs: int, *, spread: float = 0.5, seed: int = 0,
@@ -143,7 +162,8 @@ def control_verdict(model: str, N: int, n_runs: int, *, spread: float = 0.5, see
     size (:func:`model_power_size`), except for the kinematic ring, whose simulation is slow: its
     observed runs are resampled to each size (an approximation, see
     :func:`~flowlaws.percolation.cascade_test.runs_for_power`; ``size["resampled"]`` says which).
-    ``judge_kw``: ``alpha``, ``n_null``, ``n_power``, ``n_boot``, ``n_surrogates``."""
+    ``judge_kw``: ``alpha``, ``n_null``, ``n_power``, ``n_boot``, ``n_surrogates``,
+    ``jump_ladder``."""
     C = cached_call(model_runs, model, N, n_runs, spread=spread, seed=seed)
     rec = cached_call(judged, C, merged_fraction(N), seed=seed, **judge_kw)
     rec = rec | {"model": model, "N": N, "spread": spread}
@@ -171,8 +191,26 @@ def _lam_text(rec: dict) -> str:
 
 def _power_text(rec: dict) -> str:
     if not np.isfinite(rec["power"]):
-        return f"power not measurable on {rec['n_points']} points"
+        need = min_points_for_power(rec["lam_claimed"], N_TEETH)
+        if rec["n_points"] < need:
+            return (f"power not measured: grid of {rec['n_points']} points too coarse for "
+                    f"{N_TEETH} injected levels at λ = {rec['lam_claimed']:g} (needs ≥ {need})")
+        return "power not measured"
     return f"power {rec['power']:.2f} at λ = {rec['lam_claimed']:g}"
+
+
+def detectable_text(rec: dict) -> str:
+    """What an inconclusive verdict could have seen: the smallest injected jump at which the
+    power reaches 0.8 (:func:`judged` with ``jump_ladder``), or the largest tried when none
+    did; empty when not searched."""
+    d, jump = rec.get("detectable", float("nan")), rec.get("jump", float("nan"))
+    if d is None or np.isnan(d):
+        return ""
+    tried = ", ".join(f"{k:g}×: {pw:.2f}" for k, pw in rec["ladder"])
+    what = (f"power < 0.8 for every injected jump up to {max(k for k, _ in rec['ladder']):g} × "
+            f"the median jump {jump:.3g}" if np.isinf(d) else
+            f"detectable jump (power ≥ 0.8): {d:.3g} = {d / jump:g} × the median jump {jump:.3g}")
+    return f"{what} ({rec['n_power']} injections each; power by multiple: {tried})"
 
 
 def verdict_line(label: str, rec: dict, size: dict | None = None) -> str:
@@ -182,6 +220,8 @@ def verdict_line(label: str, rec: dict, size: dict | None = None) -> str:
     line = (f"{label}: {rec['verdict']}, p = {rec['p_value']:.3f} ({rec['n_null']} deals), "
             f"{_power_text(rec)} ({rec['n_power']} injections), {_lam_text(rec)}; "
             f"{rec['n_runs']} runs, {rec['n_points']} points")
+    if detectable_text(rec):
+        line += f"\n    {detectable_text(rec)}"
     if rec["verdict"] != "inconclusive":
         return line
     line += f"\n    inconclusive at this size ({rec['n_runs']} runs)"
@@ -201,13 +241,30 @@ def badge(rec: dict) -> str:
             f"{_power_text(rec)}")
 
 
+def unselected_maxima(rec: dict) -> np.ndarray:
+    """``(J, 2)`` the local maxima ``(p, R)`` of a :func:`judged` record's ``R`` that the raw
+    detector sees (:func:`~flowlaws.percolation.dsi.find_variance_peaks`, its defaults) and that
+    are not persistent peaks of the cascade (more than 2 grid steps from every one)."""
+    x, R = np.asarray(rec["x"], dtype=float), np.asarray(rec["R"], dtype=float)
+    if len(x) < 3 or not np.isfinite(R).all():
+        return np.zeros((0, 2))
+    found = find_variance_peaks(R, x)
+    peaks = np.asarray(rec["peaks"], dtype=float)
+    step = float(np.median(np.abs(np.diff(x))))
+    far = [not len(peaks) or np.abs(peaks - q).min() > 2 * step for q in found.p]
+    return np.c_[found.p[far], R[found.index[far]]] if any(far) else np.zeros((0, 2))
+
+
 def cascade_point(rec: dict, *, prefix: str = "", label: str = "R") -> SliderPoint:
     """The slider figure's point for a :func:`judged` record: the curve ``R`` over ``x``, the
-    cascade's persistent peaks as marks, the fitted ``p_c`` as a vertical line (a second curve
-    through two points at ``x = p_c``, when a λ was fitted), and :func:`badge` as caption."""
+    cascade's persistent peaks as marks, the other local maxima of ``R``
+    (:func:`unselected_maxima`) as a second mark set, the fitted ``p_c`` as a vertical line (a
+    second curve through two points at ``x = p_c``, when a λ was fitted), and :func:`badge` as
+    caption."""
     x, R = np.asarray(rec["x"], dtype=float), np.asarray(rec["R"], dtype=float)
     peaks = np.asarray(rec["peaks"], dtype=float)
     marks = np.c_[peaks, np.interp(peaks, x, R)] if len(peaks) else np.zeros((0, 2))
+    others = unselected_maxima(rec)
     curves = {label: R}
     p_c = rec["p_c"]
     if np.isfinite(p_c):
@@ -216,7 +273,9 @@ def cascade_point(rec: dict, *, prefix: str = "", label: str = "R") -> SliderPoi
         x = np.insert(x, at, [p_c, p_c])
         curves = {label: np.insert(R, at, [inside, inside]),
                   "fitted p_c": np.insert(np.full(len(R), np.nan), at, [0.0, float(R.max())])}
-    return SliderPoint(x=x, curves=curves, marks=marks, caption=prefix + badge(rec))
+    return SliderPoint(x=x, curves=curves, marks=marks, caption=prefix + badge(rec),
+                       others=others, mark_labels=("peaks of the cascade",
+                                                   "other local maxima"))
 
 
 def holm(p_values: list[float] | np.ndarray, alpha: float = 0.05) -> np.ndarray:
@@ -308,3 +367,38 @@ def sgd_power_size(lr: float, batch_size: int, *, width: int, n_runs: int, n_ste
                 "resampled": True}
 
     return cached_call(search)
+
+
+
+LAM_TOL = 0.15  # "λ ≈ 2": within 15 % (issue 12's criterion for a recovered planted λ)
+
+
+def lambda_claim(rec: dict, lam: float = 2.0) -> str:
+    """The claims ledger's verdict on "this ensemble shows a DSI cascade with λ ≈ ``lam``" for a
+    :func:`judged` record: ``"holds"`` for a cascade whose λ̂ is within ``LAM_TOL`` of ``lam``;
+    ``"fails"`` for "no cascade" (power ≥ 0.8) or a cascade whose λ̂ is farther;
+    ``"inconclusive at this size"`` otherwise (including a cascade without a fitted λ)."""
+    if rec["verdict"] == "no cascade":
+        return "fails"
+    if rec["verdict"] == "cascade" and np.isfinite(rec["lam"]):
+        return "holds" if abs(rec["lam"] - lam) <= LAM_TOL * lam else "fails"
+    return "inconclusive at this size"
+
+
+def grid_claim(rows: list[dict], rejected: np.ndarray) -> str:
+    """The ledger's verdict on "these ensembles show a DSI cascade" over a grid of settings
+    (:func:`grid_summary`'s ``rejected``): ``"holds"`` when some setting is a cascade after
+    Holm's correction, ``"fails"`` when every setting is "no cascade", ``"inconclusive at this
+    size"`` otherwise."""
+    if any(bool(k) and r["verdict"] == "cascade" for k, r in zip(rejected, rows, strict=True)):
+        return "holds"
+    return "fails" if all(r["verdict"] == "no cascade" for r in rows) else (
+        "inconclusive at this size")
+
+
+def claim_numbers(rec: dict) -> str:
+    """The deciding numbers of a :func:`judged` record, in one short line for the ledger."""
+    fit = (f"λ = {rec['lam']:.2f} ± {rec['lam_err']:.2f}, " if np.isfinite(rec["lam"]) else "")
+    power = f"power {rec['power']:.2f}" if np.isfinite(rec["power"]) else "power not measured"
+    return (f"{rec['verdict']}: {fit}p = {rec['p_value']:.3f}, {power}, {rec['n_runs']} runs × "
+            f"{rec['n_points']:,} points")

@@ -1,10 +1,11 @@
 """Cascades with a known mechanism: a planted cascade, merge models, a kinematic toy model.
 
 :func:`planted_ensemble` puts micro-transitions at a known geometric cascade (a test with a
-known answer for the estimators); :func:`hierarchical_runs` merges units pairwise in
-generations and :func:`asynchronous_runs` merges random pairs one at a time; the kinematic
-model (:class:`KinematicModel`, :func:`kinematic_runs`) is a ring of coalescing particles whose
-merges set no scale factor by hand. The DSI chapter judges each with
+known answer for the estimators) and :func:`random_staircases` random integer jumps with no
+cascade at all (the test's null, to calibrate it); :func:`hierarchical_runs` merges units
+pairwise in generations and :func:`asynchronous_runs` merges random pairs one at a time; the
+kinematic model (:class:`KinematicModel`, :func:`kinematic_runs`) is a ring of coalescing
+particles whose merges set no scale factor by hand. The DSI chapter judges each with
 :func:`flowlaws.percolation.cascade_test.judge_cascade`.
 
 Explained in: book/02_percolation/05_dsi.ipynb.
@@ -17,6 +18,8 @@ import numpy as np
 
 __all__ = [
     "planted_ensemble",
+    "TIMINGS",
+    "random_staircases",
     "KinematicModel",
     "kinematic_runs",
     "merged_fraction",
@@ -42,6 +45,33 @@ def planted_ensemble(p: np.ndarray, n_runs: int, *, p_c: float, lam: float, firs
     shifts = levels + jitter * (p_c - levels) * rng.standard_normal((n_runs, n_levels))
     C = 1.0 + (np.asarray(p)[None, :, None] >= shifts[:, None, :]).sum(axis=2)
     return C + noise * rng.standard_normal(C.shape)
+
+
+TIMINGS = ("uniform", "late", "clustered")
+
+
+def random_staircases(n_runs: int, n_points: int, rng: np.random.Generator,
+                      timing: str = "uniform") -> tuple[np.ndarray, np.ndarray]:
+    """``(C (n_runs, n_points), p (n_points,))``: integer staircases without a cascade, over
+    ``p = linspace(0, 1, n_points)``. Each run starts at 1 and jumps ``1 + Poisson(4)`` times,
+    by 1 or 2, at independent positions drawn from one law, one of :data:`TIMINGS`: uniform on
+    ``[0, 1]``, skewed late (Beta(5, 1.5)), or half of them clustered at 0.3 (N(0.3, 0.03²))
+    and the rest uniform. Exactly the null of
+    :func:`flowlaws.percolation.cascade_stats.deal_jumps`, so the test's rejection rate on them
+    is its false-positive rate."""
+    if timing not in TIMINGS:
+        raise ValueError(f"timing must be one of {TIMINGS}, got {timing!r}")
+    p = np.linspace(0, 1, n_points)
+    C = np.ones((n_runs, n_points))
+    for r, k in enumerate(1 + rng.poisson(4, n_runs)):
+        if timing == "uniform":
+            t = rng.uniform(0, 1, k)
+        elif timing == "late":
+            t = rng.beta(5, 1.5, k)
+        else:
+            t = np.where(rng.uniform(size=k) < 0.5, rng.normal(0.3, 0.03, k), rng.uniform(0, 1, k))
+        C[r] += (p[:, None] >= t[None, :]) @ rng.integers(1, 3, k)
+    return C, p
 
 
 @dataclass(frozen=True)

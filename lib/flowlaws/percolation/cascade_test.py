@@ -23,6 +23,16 @@ found-rule included, at the same size and α. Verdict: ``"cascade"`` if found; `
 if not found and the power is at least ``POWER_TARGET``; ``"inconclusive"`` otherwise (the
 summary then says whether the null alone was rejected).
 
+**Which cascade the power is for.** The verdict's power is measured at the data's own median
+jump: the cascade these runs would show if their own jumps were arranged in levels, so "no
+cascade" means that such a cascade would have been seen. In a record process (the largest
+cluster of random merging) that power can stay near 0 at any size, so an "inconclusive" also
+reports, on request (``jump_ladder``), the *detectable jump*: the smallest injected jump, on a
+geometric ladder of multiples of the median jump, at which the same test reaches
+``POWER_TARGET`` (:func:`detectable_jump`). It says what the test could have seen and never
+changes the verdict. A grid with fewer than :func:`min_points_for_power` points cannot hold
+four injected levels: its power is not measured, and the note says how many points it needs.
+
 Explained in: book/02_percolation/05_dsi.ipynb.
 """
 from __future__ import annotations
@@ -53,12 +63,30 @@ from flowlaws.percolation.surrogates import surrogate_test
 
 __all__ = [
     "Z_PEAK", "PERSIST", "POWER_TARGET", "persistent_peaks", "inject_cascade", "injection_power",
-    "RunsForPower", "runs_for_power", "CascadeVerdict", "judge_cascade",
+    "RunsForPower", "runs_for_power", "CascadeVerdict", "judge_cascade", "JUMP_LADDER",
+    "typical_jump", "min_points_for_power", "detectable_jump",
 ]
 
 Z_PEAK = 2.0
 PERSIST = 0.8
 POWER_TARGET = 0.8
+JUMP_LADDER = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)  # multiples of the data's median jump
+
+
+def typical_jump(C: np.ndarray) -> float:
+    """The median size of the jumps of ``C`` ``(n_runs, n_points)``
+    (:func:`~flowlaws.percolation.cascade_stats.split_jumps`), 1 when it has none: the default
+    size of an injected level."""
+    _, is_jump = split_jumps(C)
+    return float(np.median(np.abs(np.diff(C, axis=1)[is_jump]))) if is_jump.any() else 1.0
+
+
+def min_points_for_power(lam: float = 2.0, n_levels: int = N_TEETH) -> int:
+    """The fewest points of a uniform grid on which :func:`inject_cascade` can place
+    ``n_levels`` levels at ``lam`` (the last ``2·MIN_GAP`` steps from ``p_c``, the first
+    ``λ^{n_levels−1}`` times as far, at most 0.9 of the window from it): 179 at λ = 2 and four
+    levels. On a coarser grid power cannot be measured, so no verdict can be "no cascade"."""
+    return int(np.ceil(2 * MIN_GAP * lam ** (n_levels - 1) / 0.9)) + 1
 
 
 def inject_cascade(C: np.ndarray, p: np.ndarray, rng: np.random.Generator, *, lam: float,
@@ -78,16 +106,15 @@ def inject_cascade(C: np.ndarray, p: np.ndarray, rng: np.random.Generator, *, la
     lo = 2 * MIN_GAP * dp * lam ** (n_levels - 1)
     near_end = max(0.6 * span, lo / 0.9)
     if near_end > span:
-        raise ValueError(f"the window (n_points = {len(p)}) is too coarse for {n_levels} levels "
-                         f"at λ = {lam}: the first would lie {lo / dp:.0f} grid steps from p_c")
+        raise ValueError(f"the window of {len(p)} points is too coarse for {n_levels} injected "
+                         f"levels at λ = {lam:g}: the first would lie {lo / dp:.0f} grid steps "
+                         f"from p_c; needs ≥ {min_points_for_power(lam, n_levels)} points")
     dist = rng.uniform(near_end, span)  # p_c's distance from the window's far end
     p_c = p[0] + dist if direction > 0 else p[-1] - dist
     first = np.exp(rng.uniform(np.log(lo), np.log(0.9 * dist)))
     d = first * lam ** -np.arange(n_levels, dtype=float)
     levels = p_c - direction * d
-    if jump is None:
-        _, is_jump = split_jumps(C)
-        jump = float(np.median(np.abs(np.diff(C, axis=1)[is_jump]))) if is_jump.any() else 1.0
+    jump = typical_jump(C) if jump is None else jump
     shifted = levels + jitter * d * (1 - 1 / lam) * rng.standard_normal((C.shape[0], n_levels))
     passed = (p[None, :, None] >= shifted[:, None, :]) if direction > 0 else (
         p[None, :, None] <= shifted[:, None, :])
@@ -176,6 +203,37 @@ def injection_power(C: np.ndarray, p: np.ndarray, *, lam: float = 2.0, alpha: fl
     return hits / n_power
 
 
+def detectable_jump(C: np.ndarray, p: np.ndarray, *, ladder: tuple[float, ...] = JUMP_LADDER,
+                    target: float = POWER_TARGET, jump: float | None = None,
+                    known: dict[float, float] | None = None, progress: str | None = None,
+                    **power_kw) -> tuple[float, list[tuple[float, float]]]:
+    """``(smallest detectable jump, [(multiple, power), ...])``: the power of
+    :func:`injection_power` (``power_kw``: ``lam``, ``alpha``, ``n_power``, ``n_null``,
+    ``n_boot``, ``seed``, ``jitter``) for injected jumps of ``multiple × jump`` (default: the
+    data's median jump, :func:`typical_jump`), the multiples of ``ladder`` tried in increasing
+    order until the power reaches ``target``. The first value is that jump, in the units of
+    ``C``; ``inf`` when no multiple reached it. ``known``: powers already measured, by multiple
+    (the verdict's own, at 1), reused rather than measured again.
+
+    Why a ladder: the verdict's power is measured at the data's own jump size, the cascade the
+    data would hold if its jumps were arranged in levels. In a record process (the largest
+    cluster of random merging) most jumps are small and ``R`` is dominated by the few large late
+    ones, so that power can be 0 at any number of runs; the detectable jump says what the test
+    *could* have seen in the same runs, at the same size and α.
+    """
+    C = np.asarray(C, dtype=float)
+    base = typical_jump(C) if jump is None else float(jump)
+    tried = []
+    for k in track(sorted(ladder), desc=progress, enabled=progress is not None):
+        power = (known or {}).get(k)
+        if power is None:
+            power = injection_power(C, p, jump=k * base, **power_kw)
+        tried.append((float(k), float(power)))
+        if power >= target:
+            return k * base, tried
+    return float("inf"), tried
+
+
 @dataclass
 class RunsForPower:
     """``n_runs``: the fewest runs tried whose power reached ``target`` (None: none did);
@@ -221,7 +279,10 @@ class CascadeVerdict:
     ``p_c ± p_c_err`` from the persistent ``peaks`` (NaN when fewer than 3 or not geometric),
     ``comb`` the best comb, ``statistic`` and ``null`` its score and the deals' scores,
     ``surrogate_p`` the seed's phase-randomised p-value (NaN unless asked for), ``note`` why the
-    power could not be measured (empty when it was, or was not asked for).
+    power could not be measured (empty when it was, or was not asked for). ``jump`` is the
+    injected jump size; ``detectable`` the smallest injected jump on the ladder at which the
+    power reaches ``POWER_TARGET`` (:func:`detectable_jump`; NaN: not searched, inf: none on
+    ``ladder``, a list of ``(multiple of jump, power)``).
     """
 
     verdict: str
@@ -244,6 +305,21 @@ class CascadeVerdict:
     null: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     surrogate_p: float = float("nan")
     note: str = ""
+    jump: float = float("nan")
+    detectable: float = float("nan")
+    ladder: list = field(default_factory=list, repr=False)
+
+    def detectable_text(self) -> str:
+        """What the test could have seen: the smallest injected jump at which its power
+        reaches ``POWER_TARGET`` (empty when not searched)."""
+        if np.isnan(self.detectable):
+            return ""
+        if np.isinf(self.detectable):
+            top = max(k for k, _ in self.ladder)
+            return (f"power < {POWER_TARGET:g} for every injected jump up to {top:g} × the "
+                    f"median jump {self.jump:.3g}")
+        return (f"detectable jump (power ≥ {POWER_TARGET:g}): {self.detectable:.3g} = "
+                f"{self.detectable / self.jump:g} × the median jump {self.jump:.3g}")
 
     def summary(self) -> str:
         """Verdict, p-value, power, λ and p_c, size: always with p-value and power."""
@@ -257,9 +333,10 @@ class CascadeVerdict:
         power = (f"power {self.power:.2f} at λ = {self.lam_claimed:g} ({self.n_power} "
                  "injections)" if np.isfinite(self.power) else
                  f"power not measured{' (' + self.note + ')' if self.note else ''}")
+        seen = f"; {self.detectable_text()}" if self.detectable_text() else ""
         return (f"{self.verdict}{why}: p = {self.p_value:.3f} ({self.n_null} run-level deals), "
                 f"{power}, α = {self.alpha:g}; {fit}; {self.n_runs} runs ({self.n_dropped} "
-                f"diverged dropped), {self.n_points} points{seed}")
+                f"diverged dropped), {self.n_points} points{seed}{seen}")
 
     __str__ = summary
 
@@ -268,7 +345,8 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: in
                   lam: float = 2.0, n_null: int = 199, n_power: int = 100, n_boot: int = 200,
                   window: tuple[float, float] | None = None, jitter: float = 0.1,
                   jump: float | None = None, n_surrogates: int = 0,
-                  progress: str | None = None) -> CascadeVerdict:
+                  progress: str | None = None, jump_ladder: tuple[float, ...] = ()
+                  ) -> CascadeVerdict:
     """Is there a DSI cascade in the order parameter ``C`` ``(n_runs, n_points)`` over ``p``?
 
     Diverged runs (any NaN/inf) are dropped and counted. ``window=(lo, hi)`` restricts the
@@ -278,7 +356,11 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: in
     coarse for four levels, with a ``note``). ``jitter`` and ``jump`` (the injected jump size;
     default the data's median jump) go to :func:`inject_cascade`. ``n_surrogates > 0``
     adds the seed's phase-randomised p-value for comparison. ``progress``: a label for a bar
-    over the injections. Rules: module docstring.
+    over the injections. ``jump_ladder`` (multiples of the injected jump, e.g.
+    :data:`JUMP_LADDER`; empty: skipped) adds, when the power was measured and the verdict is
+    not "cascade", the smallest injected jump the test detects with power ≥ 0.8
+    (:func:`detectable_jump`, the same injections, size and α; it never changes the verdict,
+    whose power stays the one at the data's own jump). Rules: module docstring.
     """
     C, p = np.asarray(C, dtype=float), np.asarray(p, dtype=float)
     if C.ndim != 2 or p.shape != (C.shape[1],):
@@ -308,17 +390,23 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, *, alpha: float = 0.05, seed: in
         except NoCascadeError:
             pass
     power, note = float("nan"), ""
+    power_kw = {"lam": lam, "alpha": alpha, "n_power": n_power, "n_null": min(n_null, 99),
+                "n_boot": min(n_boot, 100), "seed": seed, "jitter": jitter}
     if n_power:
         try:
-            power = injection_power(kept, p, lam=lam, alpha=alpha, n_power=n_power,
-                                    n_null=min(n_null, 99), n_boot=min(n_boot, 100), seed=seed,
-                                    jitter=jitter, jump=jump, progress=progress)
+            power = injection_power(kept, p, jump=jump, progress=progress, **power_kw)
         except ValueError as err:
             note = str(err)
     verdict = ("cascade" if found else
                "no cascade" if power >= POWER_TARGET else "inconclusive")
+    base = typical_jump(kept) if jump is None else float(jump)
+    detectable, ladder = float("nan"), []
+    if jump_ladder and np.isfinite(power) and verdict != "cascade":
+        detectable, ladder = detectable_jump(kept, p, ladder=tuple(jump_ladder), jump=base,
+                                             known={1.0: power}, progress=progress, **power_kw)
     surrogate_p = (surrogate_test(relative_variance(kept), p, n_surrogates=n_surrogates,
                                   alpha=alpha, seed=seed).p_value if n_surrogates else np.nan)
     return CascadeVerdict(verdict, p_value, power, alpha, *map(float, est), np.sort(peaks),
                           lam, len(kept), C.shape[0] - len(kept), len(p), n_null, n_power,
-                          statistic, comb, null, float(surrogate_p), note)
+                          statistic, comb, null, float(surrogate_p), note, base, detectable,
+                          ladder)

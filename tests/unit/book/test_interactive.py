@@ -332,3 +332,27 @@ def test_a_static_build_makes_no_live_widget(monkeypatch):
     figure = interactive.interactive_figure(grid)
     assert figure.live is None
     assert "application/vnd.jupyter.widget-view+json" not in figure._repr_mimebundle_()
+
+
+def test_a_second_mark_set_is_drawn_apart_with_its_own_symbol_colour_and_legend():
+    def two_sets(lr: float) -> SliderPoint:
+        x = np.linspace(0.0, 1.0, 5)
+        others = np.array([[0.25, lr], [0.75, 2 * lr]]) if lr > 0.015 else np.zeros((0, 2))
+        return SliderPoint(x=x, curves={"R": lr * (1 + x)}, marks=np.array([[0.5, lr]]),
+                           others=others, mark_labels=("cascade", "other maxima"))
+
+    g = compute_grid(two_sets, Knob(**LR), progress=False)
+    spec = vega_spec(g)
+    rows = spec["datasets"]["marks"]
+    by_kind = {k: sum(len(r["x"]) for r in rows if r["kind"] == k) for k in ("cascade",
+                                                                              "other maxima")}
+    assert by_kind == {"cascade": 3, "other maxima": 4}  # one per point; two at two points
+    assert not any("series" in r for r in rows)  # never read as a curve
+    (layer,) = [la for la in spec["layer"] if "shape" in la.get("encoding", {})]
+    shape, colour = layer["encoding"]["shape"], layer["encoding"]["color"]
+    assert shape["field"] == colour["field"] == "kind"
+    assert shape["scale"]["domain"] == colour["scale"]["domain"] == ["cascade", "other maxima"]
+    assert len(set(shape["scale"]["range"])) == len(set(colour["scale"]["range"])) == 2
+    assert spec["resolve"]["scale"]["color"] == "independent"  # not the curves' colours
+    assert render_png(g, g.points[(0.04,)], (0.04,))[:4] == b"\x89PNG"
+    assert set(two_sets(0.04).mark_sets()) == {"cascade", "other maxima"}

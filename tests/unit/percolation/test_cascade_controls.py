@@ -9,11 +9,16 @@ import pytest
 
 from flowlaws.percolation.cascade_controls import (
     cascade_point,
+    claim_numbers,
+    detectable_text,
+    grid_claim,
     holm,
     judged,
+    lambda_claim,
     model_runs,
     power_fits,
     synchronised_ratios,
+    unselected_maxima,
     verdict_line,
 )
 from flowlaws.percolation.cascade_models import hierarchical_runs, merged_fraction
@@ -52,6 +57,23 @@ def test_synchronised_ratios_match_the_model_without_delay_spread():
 
 def test_power_fits_is_the_injection_rule():
     assert not power_fits(128) and power_fits(256)
+    assert not power_fits(178) and power_fits(179)
+
+
+def test_a_coarse_grid_says_why_its_power_is_not_measured():
+    rec = judged(np.cumsum(np.random.default_rng(0).integers(0, 2, (8, 128)), axis=1) + 1.0,
+                 np.linspace(0, 1, 128), n_null=9, n_power=5, n_boot=10)
+    assert rec["n_power"] == 0 and np.isnan(rec["power"])
+    assert "grid of 128 points too coarse for 4 injected levels at λ = 2 (needs ≥ 179)" in (
+        verdict_line("coarse", rec))
+
+
+def test_detectable_text_states_the_jump_or_the_largest_tried():
+    rec = {"detectable": 0.4, "jump": 0.1, "n_power": 20, "ladder": [[1, 0.1], [4, 0.85]]}
+    assert detectable_text(rec).startswith("detectable jump (power ≥ 0.8): 0.4 = 4 × the median")
+    rec |= {"detectable": float("inf"), "ladder": [[1, 0.1], [64, 0.3]]}
+    assert "up to 64 × the median jump 0.1" in detectable_text(rec)
+    assert detectable_text({"detectable": float("nan")}) == ""
 
 
 def test_too_few_finite_runs_give_an_inconclusive_record_without_numbers():
@@ -72,8 +94,34 @@ def test_cascade_point_draws_p_c_as_a_vertical_line():
     assert np.isfinite(line).sum() == 2 and np.all(point.x[np.isfinite(line)] == 0.55)
     assert np.all(np.diff(point.x) >= 0) and point.marks.shape == (2, 2)
     assert "λ = 2.00 ± 0.10" in point.caption and "p = 0.010" in point.caption
+    assert set(point.mark_sets()) == {"peaks of the cascade", "other local maxima"}
+
+
+def test_unselected_maxima_are_the_detectors_peaks_away_from_the_cascade():
+    x = np.linspace(0, 1, 201)
+    R = sum(np.exp(-((x - c) / 0.03) ** 2) for c in (0.2, 0.5, 0.8))  # wider than 4 steps
+    rec = {"x": x.tolist(), "R": R.tolist(), "peaks": [0.5]}
+    others = unselected_maxima(rec)
+    np.testing.assert_allclose(np.sort(others[:, 0]), [0.2, 0.8])
+    np.testing.assert_allclose(others[:, 1], np.interp(others[:, 0], x, R))
+    assert len(unselected_maxima(rec | {"peaks": [0.2, 0.5, 0.8]})) == 0
 
 
 def test_model_runs_refuses_an_unknown_model():
     with pytest.raises(ValueError, match="model"):
         model_runs("ring", 16, 2)
+
+
+def test_ledger_verdicts_follow_the_three_way_verdict_and_the_lambda_tolerance():
+    rec = {"verdict": "cascade", "lam": 1.81, "lam_err": 0.04, "p_value": 0.01, "power": 0.5,
+           "n_runs": 64, "n_points": 256}
+    assert lambda_claim(rec) == "holds" and lambda_claim(rec | {"lam": 1.69}) == "fails"
+    assert lambda_claim(rec | {"lam": float("nan")}) == "inconclusive at this size"
+    assert lambda_claim(rec | {"verdict": "no cascade"}) == "fails"
+    assert lambda_claim(rec | {"verdict": "inconclusive"}) == "inconclusive at this size"
+    numbers = "cascade: λ = 1.81 ± 0.04, p = 0.010, power 0.50, 64 runs × 256 points"
+    assert claim_numbers(rec) == numbers
+    rows = [rec | {"verdict": v} for v in ("no cascade", "inconclusive", "cascade")]
+    assert grid_claim(rows, np.array([False, False, True])) == "holds"
+    assert grid_claim(rows, np.array([False, False, False])) == "inconclusive at this size"
+    assert grid_claim(rows[:1] * 2, np.array([False, False])) == "fails"

@@ -1,14 +1,12 @@
-"""Tests of flowlaws.percolation.cascade_test and cascade_stats: calibration and power measured.
-
-The numbers asserted are those of issue 12 ("Done means"); each test prints what it measured
-(run pytest with ``-s`` to see them).
+"""Tests of flowlaws.percolation.cascade_test and cascade_stats (the test's calibration and
+power on known answers: test_cascade_calibration.py). Each test prints what it measured (run
+pytest with ``-s`` to see them).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from flowlaws.percolation import (
     cascade_models,
@@ -21,61 +19,7 @@ ALPHA = 0.05
 
 
 def staircases(M: int, n: int, rng: np.random.Generator, timing: str) -> tuple:
-    """Integer staircases without a cascade: each run jumps 1 + Poisson(4) times, by 1 or 2, at
-    independent random positions (uniform, skewed late, or half of them clustered at 0.3)."""
-    p = np.linspace(0, 1, n)
-    C = np.ones((M, n))
-    for r, k in enumerate(1 + rng.poisson(4, M)):
-        if timing == "uniform":
-            t = rng.uniform(0, 1, k)
-        elif timing == "late":
-            t = rng.beta(5, 1.5, k)
-        else:
-            t = np.where(rng.uniform(size=k) < 0.5, rng.normal(0.3, 0.03, k), rng.uniform(0, 1, k))
-        C[r] += (p[:, None] >= t[None, :]) @ rng.integers(1, 3, k)
-    return C, p
-
-
-# (runs, grid points, timing); 80 ensembles each, 19 deals each: p-values k/20, k = 1 … 20
-CALIBRATION = [(8, 256, "uniform"), (16, 1024, "clustered"), (32, 512, "late"),
-               (64, 1024, "uniform"), (200, 128, "clustered")]
-
-
-def test_the_run_level_null_is_calibrated_on_staircases_without_a_cascade():
-    rng = np.random.default_rng(12)
-    n_null, per_config, ranks, lines = 19, 80, [], []
-    for M, n, timing in CALIBRATION:
-        grid = cascade_stats.comb_grid(np.linspace(0, 1, n))
-        ps = np.array([cascade_stats.permutation_test(staircases(M, n, rng, timing)[0], grid,
-                                                      n_null, rng)[0] for _ in range(per_config)])
-        lines.append(f"M={M:3d} n={n:4d} {timing:9s} rejection {np.mean(ps <= ALPHA):.3f}")
-        ranks.append(np.round(ps * (n_null + 1)).astype(int))
-    ranks = np.concatenate(ranks)
-    counts = np.bincount(ranks, minlength=n_null + 2)[1:]
-    rate, uniform = np.mean(ranks == 1), stats.chisquare(counts).pvalue
-    print("\n".join(lines), f"\nall {len(ranks)}: rejection {rate:.3f}, chi-square p {uniform:.3f}")
-    assert counts.sum() == len(ranks) and len(counts) == n_null + 1
-    assert 0.02 <= rate <= 0.08
-    assert uniform > 0.01
-
-
-def test_planted_lambda_2_cascades_are_found_with_power_and_the_right_lambda():
-    """4 levels, λ = 2, jitter 0.1 of the distance to p_c (0.2 of the next spacing), M = 64,
-    1,024 points; 39 deals per test (the default 199 only sharpens p)."""
-    p = np.linspace(0, 1, 1024)
-    found, lams = [], []
-    for s in range(16):
-        C = cascade_models.planted_ensemble(p, 64, p_c=0.8, lam=2.0, first=0.4, n_levels=4,
-                                            noise=0.0, seed=100 + s)
-        v = cascade_test.judge_cascade(C, p, n_null=39, n_power=0, n_boot=100, seed=s)
-        found.append(v.verdict == "cascade")
-        lams.append(v.lam)
-    lams = np.array(lams)
-    close = np.abs(lams - 2.0) <= 0.15 * 2.0
-    print(f"\npower {np.mean(found):.2f}, λ̂ median {np.nanmedian(lams):.3f}, "
-          f"within 15 %: {np.mean(close):.2f}, λ̂ = {np.round(lams, 2)}")
-    assert np.mean(found) >= 0.8
-    assert np.mean(close) >= 0.8 and abs(np.nanmedian(lams) - 2.0) <= 0.15 * 2.0
+    return cascade_models.random_staircases(M, n, rng, timing)
 
 
 def test_hierarchical_merging_is_a_cascade_near_lambda_2_and_random_pairs_are_not():
@@ -182,4 +126,36 @@ def test_a_window_too_coarse_for_four_levels_gives_no_power_and_says_why():
     C, p = staircases(16, 128, rng, "uniform")
     v = cascade_test.judge_cascade(C, p, n_null=19, n_power=3, n_boot=10)
     assert np.isnan(v.power) and "too coarse" in v.note and v.verdict != "no cascade"
-    assert "power not measured (the window" in str(v)
+    assert "power not measured (the window of 128 points" in str(v)
+    assert "needs ≥ 179 points" in v.note
+
+
+def test_min_points_for_power_is_the_grid_on_which_four_levels_fit():
+    need = cascade_test.min_points_for_power(2.0, 4)
+    assert need == 179
+    rng = np.random.default_rng(5)
+    for _ in range(20):  # every draw fits on `need` points
+        cascade_test.inject_cascade(np.ones((4, need)), np.linspace(0, 1, need), rng, lam=2.0)
+    with pytest.raises(ValueError, match="needs ≥ 179 points"):
+        cascade_test.inject_cascade(np.ones((4, need - 1)), np.linspace(0, 1, need - 1), rng,
+                                    lam=2.0)
+
+
+def test_detectable_jump_climbs_the_ladder_until_the_power_target():
+    C, p = staircases(32, 256, np.random.default_rng(6), "uniform")
+    kw = {"n_power": 4, "n_null": 19, "n_boot": 20, "seed": 0}
+    base = cascade_test.typical_jump(C)
+    d = np.diff(C, axis=1)
+    assert base == np.median(d[d != 0])  # every step of an integer staircase is a jump
+    jump, tried = cascade_test.detectable_jump(C, p, ladder=(1.0, 8.0), known={1.0: 0.9}, **kw)
+    assert jump == base and tried == [(1.0, 0.9)]  # a known power is not measured again
+    jump, tried = cascade_test.detectable_jump(C, p, ladder=(1.0, 2.0), target=1.01, **kw)
+    assert np.isinf(jump) and [k for k, _ in tried] == [1.0, 2.0]
+    assert all(0 <= pw <= 1 for _, pw in tried)
+    v = cascade_test.judge_cascade(C, p, n_null=19, n_power=4, n_boot=20,
+                                   jump_ladder=(1.0, 4.0, 16.0))
+    if v.verdict != "cascade":
+        assert v.ladder and v.ladder[0] == (1.0, v.power) and v.jump == base
+        assert ("detectable jump" in str(v)) == np.isfinite(v.detectable)
+    plain = cascade_test.judge_cascade(C, p, n_null=19, n_power=4, n_boot=20)
+    assert np.isnan(plain.detectable) and "detectable" not in str(plain)
