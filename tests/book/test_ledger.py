@@ -30,7 +30,7 @@ NOT_TESTABLE = "not testable here"
 PASTE = re.compile(r"\{glue:text\}`([^`]*)`")
 DOC = re.compile(r"\{doc\}`[^<`]*<([^>`]+)>`")
 RECORD = re.compile(r"record_claim\(\s*(f?)[\"']([^\"']+)[\"']")
-GLUE = re.compile(r"\bglue\(\s*(f?)[\"']([^\"']+)[\"']")
+GLUE = re.compile(r"\b(?:glue|record_value)\(\s*(f?)[\"']([^\"']+)[\"']")
 
 # Keys the ledger pastes whose chapters are being changed in other branches of issue 13: they
 # resolve once the lead merges those branches. Remove a key here as soon as its chapter glues it
@@ -38,7 +38,6 @@ GLUE = re.compile(r"\bglue\(\s*(f?)[\"']([^\"']+)[\"']")
 _AWAITED = {
     "01_conservation/05_discrete_steps": ["discrete_tau2k"],
     "01_conservation/06_real_data": ["deep_transformer_laws"],
-    "02_percolation/05_dsi": ["dsi_pairwise_lambda2", "dsi_kinematic", "dsi_sgd"],
     "02_percolation/06_adaptive": ["adam_cascade"],
     "02_percolation/07_grokking": ["grokking_delayed", "grokking_cascade"],
     "02_percolation/08_real_data": ["heart_lambda171", "images_cascade"],

@@ -36,6 +36,7 @@ __all__ = [
     "VERDICT_SUFFIX",
     "glued_values",
     "record_claim",
+    "record_value",
     "setup_ledger",
     "verdict_of",
 ]
@@ -87,6 +88,19 @@ def record_claim(claim_id: str, verdict: str, number: str, *, quiet: bool = Fals
     _glue(claim_id + NUMBER_SUFFIX, number)
     if not quiet:
         print(f"ledger · {claim_id}: {verdict} ({number})")
+
+
+def record_value(key: str, text: str) -> None:
+    """Glue one more plain-text value the ledger pastes beside a claim (``X_seed_p``, ...).
+
+    ``key``: lower-case letters, digits and ``_``; ``text``: one non-empty line computed in
+    this run. Nothing is printed: the chapter prints the value where it computes it.
+    """
+    if not isinstance(key, str) or not _CLAIM_ID.fullmatch(key):
+        raise ValueError(f"key must be lower-case letters, digits and '_', got {key!r}")
+    if not isinstance(text, str) or not text.strip() or "\n" in text:
+        raise ValueError(f"text of {key!r} must be one non-empty line, got {text!r}")
+    _glue(key, text)
 
 
 def glued_values(notebook: Mapping[str, Any]) -> dict[str, str]:
