@@ -30,6 +30,43 @@ def test_linear_two_layer_has_r_r_plus_1_over_2_laws(n_in: int, r: int, n_out: i
     assert found.lie_dim > found.jacobian_rank  # the brackets matter
 
 
+@pytest.mark.parametrize(("n_in", "width", "n_out"), [(3, 4, 2), (2, 3, 3)])
+def test_relu_two_layer_has_one_law_per_hidden_unit(n_in: int, width: int, n_out: int) -> None:
+    model = _model(lambda: TwoLayer(n_in, width, n_out, "relu"))
+    found = _count(model, 2 * width * (n_in + n_out) + 10)
+    assert found.n_laws == width and found.certified
+
+
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+@pytest.mark.parametrize(("n_in", "width", "n_out"), [(2, 3, 2), (3, 2, 1)])
+def test_gelu_and_silu_have_no_law(activation: str, n_in: int, width: int, n_out: int) -> None:
+    model = _model(lambda: TwoLayer(n_in, width, n_out, activation))
+    found = _count(model, 2 * width * (n_in + n_out))
+    assert found.n_laws == 0 and found.lie_dim == found.n_params
+    assert laws.invariants(model) == {} and found.certified
+
+
+@pytest.mark.parametrize(("n_in", "width", "n_out"), [(3, 2, 2), (2, 3, 2)])
+def test_swiglu_has_one_law_per_hidden_unit(n_in: int, width: int, n_out: int) -> None:
+    found = _count(_model(lambda: SwiGLU(n_in, width, n_out)), 4 * width * (2 * n_in + n_out))
+    assert found.n_laws == width and found.certified
+
+
+@pytest.mark.parametrize("pe", [None, "sinusoidal"])
+@pytest.mark.parametrize(("d_model", "heads", "d_k", "d_v"), [(4, 2, 2, 2), (3, 1, 2, 3)])
+def test_attention_has_the_gl_dk_and_gl_dv_laws(pe, d_model, heads, d_k, d_v) -> None:
+    found = _count(_model(lambda: MultiHeadAttention(d_model, heads, d_k, d_v, pe=pe)), 30)
+    assert found.n_laws == heads * (d_k * (d_k + 1) // 2 + d_v * (d_v + 1) // 2)
+    assert found.certified
+
+
+@pytest.mark.parametrize(("d_model", "heads", "d_k", "d_v"), [(4, 2, 2, 2), (4, 1, 4, 2)])
+def test_rope_attention_keeps_one_qk_law_per_block(d_model, heads, d_k, d_v) -> None:
+    found = _count(_model(lambda: MultiHeadAttention(d_model, heads, d_k, d_v, pe="rope")), 30)
+    assert found.n_laws == heads * (d_k // 2 + d_v * (d_v + 1) // 2)
+    assert found.certified
+
+
 def test_deep_linear_counts_the_balancedness_laws_of_every_layer() -> None:
     found = _count(_model(lambda: Deep(2, [2, 2], 2, "linear")), 6)
     assert found.known == 2 * 3 and found.n_laws >= found.known
@@ -85,3 +122,13 @@ def test_known_laws_end_the_levels_without_a_confirming_one() -> None:
     found = _count(relu, 60)
     assert found.dims == [[20 - 4]] * 3 and found.certified  # the Jacobian alone reaches it
     assert _count(relu, 60, use_known=False).dims == [[16, 16]] * 3
+
+
+def test_lanczos_ranks_give_the_count_of_a_full_svd() -> None:
+    # D = 384, 40 known laws: the Jacobian's rank and D − known confirmed by Lanczos
+    model = _model(lambda: MultiHeadAttention(12, 2, 4, 4))
+    X = laws.random_inputs(model, 6, tokens=3)
+    fast, exact = lie_count.count(model, X), lie_count.count(model, X, exact_svd=True)
+    assert fast.n_laws == exact.n_laws == 40 and fast.dims == exact.dims
+    assert fast.certified and exact.certified
+    assert fast.margin <= exact.margin * (1 + 1e-6) and fast.margin > 1e3
