@@ -112,21 +112,25 @@ def lie_dims(
     gen: torch.Generator,
     max_depth: int = 6,
     batched: bool = True,
-    bound: int | None = None,
+    laws: Tensor | None = None,
+    exact: bool = False,
 ) -> tuple[list[int], list[tuple[float, float]], bool]:
     """The dimension of the span at ``θ`` after 0, 1, 2, … levels of brackets.
 
     ``J``: the Jacobian ``(rows, D)`` over ``X``, level 0. Stops at the first level that adds
     nothing (at a generic ``θ`` the ranks are locally constant, so the span is then closed
-    under brackets), at ``D``, or at ``bound``: ``D`` minus the rank of laws known to hold,
-    whose gradients are orthogonal to every field and so to every bracket; the span cannot
-    grow past it, and the level that would only confirm that is skipped. Returns the dims,
-    the (gap, margin) they were read at, and whether it stopped for one of those reasons.
+    under brackets), at ``D``, or at ``D − k`` when ``laws`` (``(D, k)``, an orthonormal basis
+    of the gradients of ``k`` laws known to hold) is given: those gradients are orthogonal to
+    every field and so to every bracket, the span cannot grow past ``D − k``, and the level
+    that would only confirm that is skipped. ``exact``: every rank from all singular values
+    (:class:`~flowlaws.conservation.spans.Span`). Returns the dims, the (gap, margin) they
+    were read at, and whether it stopped for one of those reasons.
 
     Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
     D = theta.numel()
-    span = Span(theta.new_zeros((0, D)))
+    bound = None if laws is None else D - laws.shape[1]
+    span = Span(theta.new_zeros((0, D)), laws=laws, exact=exact)
     span.add(J, rescale=True)
     dims, gaps = [span.rank], [(span.gap, span.margin)]
     for depth in range(1, max_depth + 1):

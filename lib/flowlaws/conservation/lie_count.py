@@ -33,7 +33,7 @@ from flowlaws.conservation.laws import (
     _unflatten,
 )
 from flowlaws.conservation.relu_units import activation_pattern, excess_note, unit_activity
-from flowlaws.conservation.spans import MIN_GAP, MIN_MARGIN, RANK_TOL, rank
+from flowlaws.conservation.spans import MIN_GAP, MIN_MARGIN, RANK_TOL, rank_and_basis
 
 __all__ = [
     "RANK_TOL",
@@ -121,13 +121,14 @@ def _point_at(
     max_depth: int,
     batched: bool,
     use_known: bool = True,
+    exact_svd: bool = False,
 ) -> _Point:
     J = _jacobian(f, theta, X, batched)
     G = jacrev(h)(theta)
-    (known, gap, margin), residual = rank(G), _relative_dots(G, J)
+    ((known, gap, margin), basis), residual = rank_and_basis(G), _relative_dots(G, J)
     holds = residual < LAW_TOL and gap >= MIN_GAP and margin >= MIN_MARGIN  # NaN: False
-    bound = theta.numel() - known if use_known and known and holds else None
-    dims, gaps, stable = lie_dims(f, theta, X, J, gen, max_depth, batched, bound)
+    laws = basis if use_known and known and holds else None  # the known laws' gradients
+    dims, gaps, stable = lie_dims(f, theta, X, J, gen, max_depth, batched, laws, exact_svd)
     margin = min(gaps[0][1], gaps[-1][1])
     return _Point(dims, gaps[-1][0], stable, gaps[0][0], known, residual, margin)
 
@@ -230,6 +231,7 @@ def count(
     min_margin: float = MIN_MARGIN,
     batched: bool = True,
     use_known: bool = True,
+    exact_svd: bool = False,
 ) -> LawCount:
     """The number of independent conservation laws of ``model``: ``D − dim Lie(W)(θ)``.
 
@@ -251,7 +253,11 @@ def count(
 
     When the known laws hold (cosine below :data:`LAW_TOL`, their rank read with a clear gap)
     the span cannot exceed ``D − known``; reaching it ends the levels without the confirming
-    one (``use_known=False``: always read one more level, the earlier algorithm).
+    one (``use_known=False``: always read one more level, the earlier algorithm). A rank that
+    is expected (full row rank, or ``D − known`` when the known laws hold) is confirmed from
+    the largest and smallest singular values alone, by Lanczos, with the gap and margin read
+    as bounds (:class:`~flowlaws.conservation.spans.Span`); ``exact_svd=True`` computes all
+    of them at every level, the earlier algorithm (``bench/bench_laws.py`` compares the two).
 
     For ReLU give more inputs than parameters (the fields depend on the activation pattern
     of each input). ``batched=False`` computes one bracket at a time (the benchmark's
@@ -267,7 +273,9 @@ def count(
     gen = torch.Generator().manual_seed(seed)
     with one_thread():
         points, kept = _points(theta, layout, n_points, spread, gen, pattern)
-        found = [_point_at(f, h, p, X, gen, max_depth, batched, use_known) for p in points]
+        found = [
+            _point_at(f, h, p, X, gen, max_depth, batched, use_known, exact_svd) for p in points
+        ]
     result = _summarize(found, theta.numel(), min_gap, min_margin, h(theta).numel())
     result.unit_activity = {k: v.tolist() for k, v in activity.items()}
     if not kept:

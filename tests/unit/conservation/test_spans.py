@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from flowlaws.conservation import spans
@@ -49,3 +50,56 @@ def test_a_span_grown_in_blocks_has_the_rank_of_all_its_rows() -> None:
     assert torch.allclose(
         torch.linalg.svdvals(span.rows), torch.linalg.svdvals(everything), rtol=1e-10
     )
+
+
+def test_lanczos_finds_the_extreme_singular_values_of_a_triangular_r() -> None:
+    values = np.geomspace(3.0, 2e-6, 300)
+    R = torch.linalg.qr(_with_values(list(values), 300, seed=2), mode="r")[1]
+    top, bottom = spans.extreme_singular_values(R)
+    assert math.isclose(top, 3.0, rel_tol=1e-8) and math.isclose(bottom, 2e-6, rel_tol=1e-6)
+    R[5, 5] = 0.0
+    assert spans.extreme_singular_values(R)[1] == 0.0
+
+
+def test_full_row_rank_is_confirmed_by_lanczos_with_the_values_of_a_full_svd() -> None:
+    M = _with_values(list(np.geomspace(1.0, 1e-4, 280)), 400, seed=3)
+    fast, exact = spans.Span(M.new_zeros((0, 400))), spans.Span(M.new_zeros((0, 400)), exact=True)
+    fast.add(M)
+    exact.add(M)
+    assert fast.rank == exact.rank == 280
+    assert math.isclose(fast.margin, exact.margin, rel_tol=1e-6)
+    assert math.isclose(fast.gap, exact.gap, rel_tol=1e-6)
+    low = _with_values([1.0] * 279 + [1e-12], 400, seed=3)  # not full rank: falls back
+    span = spans.Span(M.new_zeros((0, 400)))
+    span.add(low)
+    assert span.rank == 279
+
+
+def test_rank_d_minus_k_is_confirmed_from_the_known_laws_as_bounds() -> None:
+    # rows orthogonal to k = 20 known directions: rank D − k, confirmed without a full SVD
+    D, k = 320, 20
+    gen = torch.Generator().manual_seed(4)
+    laws = torch.linalg.qr(torch.randn(D, k, generator=gen, dtype=torch.float64))[0]
+    rows = torch.randn(D + 10, D, generator=gen, dtype=torch.float64)
+    rows = rows - (rows @ laws) @ laws.T
+    fast, exact = spans.Span(rows[:0], laws=laws), spans.Span(rows[:0], exact=True)
+    fast.add(rows)
+    exact.add(rows)
+    assert fast.rank == exact.rank == D - k
+    # the bounds: never above the exact values, and here close to them
+    assert exact.margin / 1.01 <= fast.margin <= exact.margin * (1 + 1e-6)
+    assert fast.gap <= exact.gap * (1 + 1e-6) and fast.gap > spans.MIN_GAP
+    extra = torch.cat([rows, laws[:, :1].T])  # a row along a "law": the rank is D − k + 1
+    span = spans.Span(rows[:0], laws=laws)
+    span.add(extra)
+    assert span.rank == D - k + 1
+
+
+def test_rank_and_basis_spans_the_rows() -> None:
+    gen = torch.Generator().manual_seed(5)
+    M = torch.randn(3, 9, generator=gen, dtype=torch.float64)
+    M = torch.cat([M, M[:1] + 2 * M[1:2]])  # 4 rows of rank 3
+    (r, _, _), basis = spans.rank_and_basis(M)
+    assert r == 3 and basis.shape == (9, 3)
+    torch.testing.assert_close(basis.T @ basis, torch.eye(3, dtype=torch.float64))
+    torch.testing.assert_close(M @ basis @ basis.T, M)
