@@ -190,18 +190,33 @@ class StepSizeScan:
         ``"k slope"``, ``"lr slope at fixed t"``, ``"lr slope at fixed k"``.
         """
         j = int(np.argmin(np.abs(np.log(self.ts / t))))
-        step = np.log(self.ks[-1]) / max(self.ks.size - 1, 1)  # the k grid's log spacing
+        last = self.ks[-1] ** 2 / self.ks[-2] if self.ks.size > 1 else self.ks[-1]
         at_k = np.full(self.lrs.shape, np.nan)
         for i, lr in enumerate(self.lrs):
-            distance = np.abs(np.log(self.ks * lr / t))
-            if distance.min() <= step:  # NaN where this run's k grid does not reach t
-                at_k[i] = self.lr_slope_k[i, int(np.argmin(distance))]
+            if t / lr <= last:  # NaN past the end of the k grid (by more than one spacing)
+                at_k[i] = self.lr_slope_k[i, int(np.argmin(np.abs(np.log(self.ks * lr / t))))]
         return {
             "t": np.full(self.lrs.shape, self.ts[j]),
             "k slope": self.k_slope[:, j],
             "lr slope at fixed t": self.lr_slope_t[:, j],
             "lr slope at fixed k": at_k,
         }
+
+    def rows(self, times: list[float]) -> list[dict[str, object]]:
+        """One table row per time in ``times`` (kept when on the scan's grid): ``"t"`` and,
+        for each slope of :meth:`at`, its range over the step sizes as text ("0.96 to 0.97";
+        "—" where no run reaches it)."""
+        rows = []
+        for t in times:
+            if not self.ts[0] * (1 - 1e-9) <= t <= self.ts[-1] * (1 + 1e-9):
+                continue
+            at = self.at(t)
+            row: dict[str, object] = {"t": float(at.pop("t")[0])}
+            for key, v in at.items():
+                v = v[np.isfinite(v)]
+                row[key] = f"{v.min():.2f} to {v.max():.2f}" if v.size else "—"
+            rows.append(row)
+        return rows
 
 
 def scan_step_sizes(
