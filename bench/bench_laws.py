@@ -1,15 +1,24 @@
-"""Counting conservation laws: batched brackets against one bracket at a time, side by side.
+"""Counting conservation laws: the algorithms side by side, measured in one run.
 
-The fast count evaluates each level's brackets in one ``vmap``; the reference is the same
-algorithm (same random fields, same results) with a Python loop over single brackets and
-single Jacobian rows: ``flowlaws.conservation.lie_count.count(..., batched=False)``. Targets
-(issue 3): two- to four-layer linear and ReLU networks of widths 2–5 under 1 s each, RoPE
-attention with 256 parameters under 30 s. The reference SageMath code of Marcotte et al.
-(2023) takes 41 s and 136 s per architecture on 64 threads.
+Two comparisons. Small models (issue 3): the batched count, each level's brackets in one
+``vmap``, against the same algorithm with a Python loop over single brackets
+(``count(..., batched=False)``); targets: two- to four-layer linear and ReLU networks of widths
+2–5 under 1 s each, RoPE attention with 256 parameters under 30 s. The reference SageMath code
+of Marcotte et al. (2023) takes 41 s and 136 s per architecture on 64 threads.
+
+Attention layers of D ≈ 1,000–4,000 parameters (issue 14): the count against the earlier
+algorithm, ``count(..., exact_svd=True, use_known=False)`` (every rank from all D singular
+values, and one more level to confirm the last; what ``count`` did when issue 14 was filed,
+except that a wide block's singular values already come from the QR of its transpose), with
+the wall and CPU seconds of each (the count runs on one thread, so on an idle machine the two
+agree; on a shared one the CPU seconds are the measure), and the largest D counted within a
+minute of CPU (D = 6,400 is the largest tried, to keep the run to a few minutes). Target:
+MultiHeadAttention(32, 4, 8, 8), D = 4,096, counted and certified in under 60 s on a 2-core CPU.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -32,6 +41,48 @@ def _one(name: str, model: torch.nn.Module, X: torch.Tensor, target_s: float) ->
     print(f"    {found}".replace("\n", "\n    "))
 
 
+def _timed(fn, *args, **kwargs) -> tuple[object, float, float]:
+    """``fn(*args, **kwargs)``, its wall and its CPU seconds (``time.process_time``)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _attention(sizes: tuple[int, int, int, int]) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The layer (float64, seed 0) and 16 random sequences of 4 tokens."""
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(*sizes).double()
+    return layer, laws.random_inputs(layer, 16, tokens=4)
+
+
+def large() -> None:
+    """The count against the earlier algorithm at D ≈ 1,000–4,000, then the largest D in 60 s."""
+    print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; wall and CPU s")
+    for sizes in [(16, 4, 4, 4), (24, 4, 6, 6), (32, 4, 8, 8)]:
+        layer, X = _attention(sizes)
+        D = sum(p.numel() for p in layer.parameters())
+        new, wall, cpu = _timed(lie_count.count, layer, X)
+        old, old_wall, old_cpu = _timed(
+            lie_count.count, layer, X, exact_svd=True, use_known=False
+        )
+        same = (new.n_laws, new.certified) == (old.n_laws, old.certified)
+        verdict = "" if D != 4096 else f"target < 60 s CPU: {'ok' if cpu < 60 else 'MISSED'}; "
+        report(f"count MHA{sizes} (D={D}), CPU", cpu, old_cpu,
+               f"{verdict}{'same result' if same else 'RESULTS DIFFER'}")
+        report(f"count MHA{sizes} (D={D}), wall", wall, old_wall)
+        print(f"    {new}".replace("\n", "\n    "))
+    largest, tried = (4096 if cpu < 60 else 0), "4,096"
+    if largest:  # one larger layer (D = 6,400): 5,184 took 38 s of CPU on a loaded machine
+        layer, X = _attention((40, 4, 10, 10))
+        found, wall, cpu = _timed(lie_count.count, layer, X)
+        print(f"  count MHA(40, 4, 10, 10) (D=6400): {cpu:.1f} s CPU, {wall:.1f} s wall, "
+              f"{found.n_laws} laws, {'certified' if found.certified else 'NOT certified'}")
+        tried = "6,400"
+        largest = 6400 if cpu < 60 and found.certified else largest
+    print(f"  largest D counted and certified in under 60 s of CPU: {largest:,} (largest tried: "
+          f"{tried}; load average {os.getloadavg()[0]:.1f})")
+
+
 def main() -> None:
     torch.manual_seed(0)
     lie_count.count(Deep(2, [2], 2, "linear").double(), torch.randn(4, 2, dtype=torch.float64))
@@ -51,6 +102,7 @@ def main() -> None:
     attention = MultiHeadAttention(8, 2, 4, 4, pe="rope").double()
     X = laws.random_inputs(attention, 40, tokens=4)
     _one("count MultiHeadAttention(8, 2, 4, 4, rope) (D=256)", attention, X, 30.0)
+    large()
 
 
 if __name__ == "__main__":

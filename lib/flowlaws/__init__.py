@@ -20,6 +20,10 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the seed's laws per architecture, orthogonality, drift (I.1–I.4, I.6)
 - :mod:`flowlaws.conservation.lie_count`
   the Lie-algebra count of all laws, certified or not (I.1–I.3)
+- :mod:`flowlaws.conservation.brackets`
+  Lie brackets of gradient fields by forward-mode products, level by level (I.1–I.3)
+- :mod:`flowlaws.conservation.spans`
+  the numerical rank of a span of rows, with the gap and margin it was read at (I.1–I.3)
 - :mod:`flowlaws.conservation.relu_units`
   dead, linear and active ReLU units; seeds redrawn until none is degenerate (I.2)
 - :mod:`flowlaws.conservation.count_tables`

@@ -14,7 +14,8 @@ from torch.func import jacrev
 from flowlaws.book.progress import track
 from flowlaws.common.models import Deep, MultiHeadAttention, SwiGLU, TwoLayer
 from flowlaws.conservation.laws import _law_vector_fn, _layout
-from flowlaws.conservation.lie_count import _rank, count
+from flowlaws.conservation.lie_count import count
+from flowlaws.conservation.spans import rank
 
 __all__ = [
     "COLUMNS",
@@ -66,7 +67,7 @@ def _balancedness_rank(model: nn.Module) -> int:
     theta, layout = _layout(model)
     generic = torch.randn(theta.shape, generator=torch.Generator().manual_seed(0),
                           dtype=torch.float64)
-    return _rank(jacrev(_law_vector_fn(model, layout))(generic))[0]
+    return rank(jacrev(_law_vector_fn(model, layout))(generic))[0]
 
 
 def count_table(

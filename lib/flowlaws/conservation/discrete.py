@@ -14,6 +14,13 @@ Two regimes follow, and the sweeps below measure both:
   exponent 1 in ``τ``. Once the run has converged the increments ``τ² h(g_j)`` vanish and the
   error stops growing with ``k``: ``O(τ² k)`` is then a loose bound, not the law.
 
+The error along one run is a deterministic, curved function of ``k``: a power law fitted over
+a window gives its *average* slope there, and the fit's standard error measures the curvature,
+not an uncertainty. :func:`local_slope` and :func:`scan_step_sizes` give the slopes point by
+point instead: ``d log err / d log k`` at fixed ``τ``, and ``d log err / d log τ`` at fixed
+``k`` and at fixed ``t``, all against ``t = τ k`` (by the chain rule the slope in ``τ`` at
+fixed ``k`` is the slope at fixed ``t`` plus the slope in ``k``).
+
 Explained in: book/01_conservation/05_discrete_steps.ipynb.
 """
 from __future__ import annotations
@@ -35,6 +42,9 @@ __all__ = [
     "errors_at_fixed_time",
     "Sweep",
     "discretisation_exponents",
+    "local_slope",
+    "StepSizeScan",
+    "scan_step_sizes",
     "one_step_change_quadratic",
     "one_step_change_two_layer",
 ]
@@ -123,6 +133,130 @@ def discretisation_exponents(
         "k at fixed lr": Sweep(ks.astype(float), by_k, fit_power_law(ks, by_k), 1.0),
         "lr at fixed t": Sweep(lrs_t, by_t, fit_power_law(lrs_t, by_t), 1.0),
     }
+
+
+def local_slope(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``d log y / d log x`` at every point: :func:`numpy.gradient` on log-log axes.
+
+    Second-order central differences inside (for unevenly spaced ``x`` too), one-sided at the
+    two ends. ``x``: ``(n,)``, increasing, positive; ``y``: positive, with ``n`` values along
+    ``axis``; the result has ``y``'s shape. A zero or negative ``y`` gives NaN there.
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.ndim != 1 or x.size < 2 or y.shape[axis] != x.size or np.any(x <= 0):
+        raise ValueError(f"x must be (n,) positive with n = y.shape[axis] ≥ 2, got {x.shape}, "
+                         f"y {y.shape}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_y = np.where(y > 0, np.log(np.where(y > 0, y, 1.0)), np.nan)
+    return np.gradient(log_y, np.log(x), axis=axis)
+
+
+@dataclass(frozen=True)
+class StepSizeScan:
+    """Runs at several step sizes, each to the same time, read at common ``k`` and common ``t``.
+
+    Attributes:
+        lrs: ``(m,)`` the step sizes ``τ``, increasing.
+        ks: ``(p,)`` step counts ``1 ≤ k ≤ t_max / τ_max``, log-spaced (every run reaches them).
+        by_k: ``(m, p)`` the error ``‖h(θ_k) − h(θ_0)‖`` of run ``i`` after ``ks[j]`` steps.
+        ts: ``(q,)`` times ``τ_max ≤ t ≤ t_max``, log-spaced.
+        by_t: ``(m, q)`` the error of run ``i`` at time ``ts[j]``, interpolated linearly in
+            ``(log k, log err)`` between the two recorded steps around ``k = t / τ``.
+        k_slope: ``(m, q)`` ``d log err / d log k`` at fixed ``τ`` (= ``d log err / d log t``).
+        lr_slope_t: ``(m, q)`` ``d log err / d log τ`` at fixed ``t``.
+        lr_slope_k: ``(m, p)`` ``d log err / d log τ`` at fixed ``k``; its time is
+            ``lrs[i] · ks[j]``.
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb.
+    """
+
+    lrs: np.ndarray
+    ks: np.ndarray
+    by_k: np.ndarray
+    ts: np.ndarray
+    by_t: np.ndarray
+    k_slope: np.ndarray
+    lr_slope_t: np.ndarray
+    lr_slope_k: np.ndarray
+
+    def at(self, t: float) -> dict[str, np.ndarray]:
+        """The three slopes of every run at the grid time nearest ``t``, each ``(m,)``.
+
+        The slope at fixed ``k`` is read at ``k = t / τ`` (nearest grid ``k``; NaN when the
+        grid does not reach it), so all three refer to the same time. Keys ``"t"``,
+        ``"k slope"``, ``"lr slope at fixed t"``, ``"lr slope at fixed k"``.
+        """
+        j = int(np.argmin(np.abs(np.log(self.ts / t))))
+        last = self.ks[-1] ** 2 / self.ks[-2] if self.ks.size > 1 else self.ks[-1]
+        at_k = np.full(self.lrs.shape, np.nan)
+        for i, lr in enumerate(self.lrs):
+            if t / lr <= last:  # NaN past the end of the k grid (by more than one spacing)
+                at_k[i] = self.lr_slope_k[i, int(np.argmin(np.abs(np.log(self.ks * lr / t))))]
+        return {
+            "t": np.full(self.lrs.shape, self.ts[j]),
+            "k slope": self.k_slope[:, j],
+            "lr slope at fixed t": self.lr_slope_t[:, j],
+            "lr slope at fixed k": at_k,
+        }
+
+    def rows(self, times: list[float]) -> list[dict[str, object]]:
+        """One table row per time in ``times`` (kept when on the scan's grid): ``"t"`` and,
+        for each slope of :meth:`at`, its range over the step sizes as text ("0.96 to 0.97";
+        "—" where no run reaches it)."""
+        rows = []
+        for t in times:
+            if not self.ts[0] * (1 - 1e-9) <= t <= self.ts[-1] * (1 + 1e-9):
+                continue
+            at = self.at(t)
+            row: dict[str, object] = {"t": float(at.pop("t")[0])}
+            for key, v in at.items():
+                v = v[np.isfinite(v)]
+                row[key] = f"{v.min():.2f} to {v.max():.2f}" if v.size else "—"
+            rows.append(row)
+        return rows
+
+
+def scan_step_sizes(
+    loss_fn: LossFn, params0: Params, law: Law, lrs: np.ndarray, t_max: float,
+    *, n_points: int = 40, relative: bool = False, **train_kwargs,
+) -> StepSizeScan:
+    """Run every step size in ``lrs`` to time ``t_max`` (``round(t_max/τ)`` steps, the law
+    recorded at every step) and read the local slopes of the error (:class:`StepSizeScan`).
+
+    ``lrs``: ``(m,)`` with ``m ≥ 2`` and ``t_max ≥ 2 max(lrs)``; ``n_points`` log-spaced
+    points on each grid; ``train_kwargs`` go to :func:`train` (``optimizer``, ...). One run
+    per step size: every slope is a property of one deterministic path, with no sampling.
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb.
+    """
+    lrs = np.sort(np.asarray(lrs, dtype=float))
+    if lrs.size < 2 or not t_max >= 2 * lrs[-1]:
+        raise ValueError(f"need ≥ 2 lrs and t_max ≥ 2 max(lrs), got {lrs} and t_max={t_max}")
+    errors = []
+    for lr in lrs:
+        run = train(loss_fn, params0, lr=float(lr), n_steps=int(round(t_max / lr)),
+                    laws=lambda p: {"h": law(p)}, **train_kwargs)
+        errors.append(conservation_error(run, "h", relative=relative))
+    ks = np.unique(np.geomspace(1, min(e.size - 1 for e in errors), n_points).round()).astype(int)
+    by_k = np.stack([e[ks] for e in errors])
+    ts = np.geomspace(lrs[-1], t_max, n_points)
+    by_t = np.stack([_log_interp(ts / lr, e) for lr, e in zip(lrs, errors, strict=True)])
+    return StepSizeScan(
+        lrs, ks, by_k, ts, by_t,
+        k_slope=local_slope(ts, by_t, axis=1),
+        lr_slope_t=local_slope(lrs, by_t, axis=0),
+        lr_slope_k=local_slope(lrs, by_k, axis=0),
+    )
+
+
+def _log_interp(k: np.ndarray, error: np.ndarray) -> np.ndarray:
+    """``error`` (recorded at steps 0, 1, …) at fractional steps ``k ≥ 1``, log-log linear."""
+    steps = np.arange(1, error.size)
+    with np.errstate(divide="ignore"):
+        return np.exp(np.interp(np.log(k), np.log(steps), np.log(error[1:])))
 
 
 def one_step_change_quadratic(

@@ -11,7 +11,7 @@ import numpy as np
 
 from flowlaws.book.style import column_panels
 from flowlaws.common.fits import PowerLawFit
-from flowlaws.conservation.discrete import Sweep
+from flowlaws.conservation.discrete import StepSizeScan, Sweep
 from flowlaws.conservation.laws import LAW_TOL
 from flowlaws.conservation.lie_count import LawCount
 
@@ -22,6 +22,7 @@ __all__ = [
     "plot_cosines",
     "plot_counts_vs_closed_form",
     "plot_conservation_error",
+    "plot_local_slopes",
 ]
 
 
@@ -190,3 +191,39 @@ def plot_conservation_error(
     ax.set_xlabel("time t  (gradient descent: t = lr · step)")
     ax.set_ylabel(r"$\|h(\theta_t)-h(\theta_0)\|_F \,/\, \|\theta_0\|^2$")
     return _finish(fig, ax, title)
+
+
+def plot_local_slopes(scan: StepSizeScan, title: str | None = None) -> plt.Figure:
+    """Four panels of a :class:`~flowlaws.conservation.discrete.StepSizeScan`, one line per ``τ``.
+
+    Top: the local slope in ``k`` against ``t = τk``; the local slope in ``τ`` at fixed ``t``
+    (solid) and at fixed ``k`` (dashed, drawn at ``t = τk``). Bottom: ``err / τ²`` against
+    ``k`` (the curves coincide where the error is ``τ² k`` times a constant) and ``err / τ``
+    against ``t`` (they coincide where the error is ``τ`` times a function of ``t``).
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb.
+    """
+    fig, (k_ax, lr_ax, k_err, t_err) = column_panels(4, height=3.2)
+    colors = plt.cm.viridis(np.linspace(0.0, 0.85, scan.lrs.size))
+    for i, (lr, color) in enumerate(zip(scan.lrs, colors, strict=True)):
+        label = f"τ = {lr:.2g}"
+        k_ax.plot(scan.ts, scan.k_slope[i], color=color, lw=1.4, label=label)
+        lr_ax.plot(scan.ts, scan.lr_slope_t[i], color=color, lw=1.4)
+        lr_ax.plot(lr * scan.ks, scan.lr_slope_k[i], "--", color=color, lw=1.2)
+        k_err.plot(scan.ks, scan.by_k[i] / lr**2, color=color, lw=1.4)
+        t_err.plot(scan.ts, scan.by_t[i] / lr, color=color, lw=1.4)
+    for ax, refs in ((k_ax, (1, 0)), (lr_ax, (2, 1))):
+        for ref in refs:
+            ax.axhline(ref, color="0.5", ls=":", lw=1)
+        ax.set(xscale="log", xlabel="time t = τk")
+    k_ax.set(ylabel="d log err / d log k", title="slope in k, fixed τ")
+    lr_ax.set(ylabel="d log err / d log τ", title="slope in τ: fixed t (—), fixed k (--)")
+    k_err.set(xscale="log", yscale="log", xlabel="step k", ylabel="err / τ²",
+              title="err / τ² against k")
+    t_err.set(xscale="log", yscale="log", xlabel="time t = τk", ylabel="err / τ",
+              title="err / τ against t")
+    k_ax.legend(ncol=2, fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -13,8 +13,10 @@ from flowlaws.conservation.discrete import (
     errors_along_run,
     errors_at_fixed_steps,
     errors_at_fixed_time,
+    local_slope,
     one_step_change_quadratic,
     one_step_change_two_layer,
+    scan_step_sizes,
 )
 from flowlaws.conservation.flow import (
     mse_loss,
@@ -87,6 +89,46 @@ def test_discretisation_exponents_bundles_the_three_sweeps(smoke) -> None:
     for sweep in sweeps.values():
         assert abs(sweep.fit.exponent - sweep.reference) < 0.15
         assert sweep.x.shape == sweep.errors.shape
+
+
+def test_local_slope_of_a_power_law_is_its_exponent_everywhere() -> None:
+    x = np.array([1.0, 2.0, 3.0, 7.0, 20.0])  # uneven spacing on the log axis too
+    np.testing.assert_allclose(local_slope(x, 3.0 * x**1.7), 1.7, atol=1e-12)
+    two = np.stack([x**2, x**0.5])
+    np.testing.assert_allclose(local_slope(x, two, axis=1), [[2.0] * 5, [0.5] * 5], atol=1e-12)
+    assert np.isnan(local_slope(x, np.array([1.0, 0.0, 1.0, 1.0, 1.0]))[1])
+    with pytest.raises(ValueError, match="positive"):
+        local_slope(np.array([0.0, 1.0]), np.array([1.0, 2.0]))
+
+
+def test_local_slope_of_a_curved_error_falls_as_it_bends() -> None:
+    # y = 1 - exp(-x): slope x e^{-x} / (1 - e^{-x}), 1 at small x, 0 at large x
+    x = np.geomspace(1e-3, 20, 400)
+    exact = x * np.exp(-x) / (1 - np.exp(-x))
+    np.testing.assert_allclose(local_slope(x, 1 - np.exp(-x)), exact, atol=1e-3)
+
+
+def test_scan_reads_tau2k_early_and_a_flat_error_late(smoke) -> None:
+    """Early (t ≪ 1): slope 1 in k, 2 in τ at fixed k, 1 at fixed t; late: 0 in k.
+
+    The slope in τ at fixed k is the slope at fixed t plus the slope in k (chain rule).
+    """
+    loss, p0 = smoke
+    scan = scan_step_sizes(loss, p0, balance, [1e-3, 2e-3, 4e-3], t_max=8.0, n_points=30)
+    assert scan.by_k.shape == (3, scan.ks.size) and scan.by_t.shape == (3, 30)
+    assert scan.ks[-1] == 2000 and scan.ts[0] == pytest.approx(4e-3)
+    early, late = scan.at(0.01), scan.at(8.0)
+    np.testing.assert_allclose(early["k slope"], 1.0, atol=0.05)
+    np.testing.assert_allclose(early["lr slope at fixed t"], 1.0, atol=0.05)
+    np.testing.assert_allclose(early["lr slope at fixed k"], 2.0, atol=0.1)
+    np.testing.assert_allclose(
+        early["lr slope at fixed k"], early["lr slope at fixed t"] + early["k slope"], atol=0.05
+    )
+    assert np.all(np.abs(late["k slope"]) < 0.1)
+    np.testing.assert_allclose(late["lr slope at fixed t"], 1.0, atol=0.1)
+    assert np.isnan(late["lr slope at fixed k"][0])  # 1e-3 · 2000 steps stops short of t = 8
+    with pytest.raises(ValueError, match="t_max"):
+        scan_step_sizes(loss, p0, balance, [1e-3, 2e-3], t_max=3e-3)
 
 
 def unit_balance(p: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -13,11 +13,12 @@ import torch  # noqa: E402
 from flowlaws.common.fits import fit_power_law  # noqa: E402
 from flowlaws.common.models import SwiGLU  # noqa: E402
 from flowlaws.conservation.count_tables import count_table  # noqa: E402
-from flowlaws.conservation.discrete import Sweep  # noqa: E402
+from flowlaws.conservation.discrete import StepSizeScan, Sweep  # noqa: E402
 from flowlaws.conservation.figures import (  # noqa: E402  # noqa: E402
     plot_cosines,
     plot_counts_vs_closed_form,
     plot_lie_dims,
+    plot_local_slopes,
     plot_power_law,
     plot_sweeps,
 )
@@ -68,3 +69,19 @@ def test_plot_sweeps_makes_one_panel_per_sweep_with_labels() -> None:
     plt.close(fig)
     with pytest.raises(ValueError, match="at least one"):
         plot_sweeps({})
+
+
+def test_local_slope_panels_draw_one_line_per_step_size() -> None:
+    lrs, ks, ts = np.array([1e-3, 2e-3]), np.arange(1, 6), np.geomspace(2e-3, 5e-3, 4)
+    by_k = lrs[:, None] ** 2 * ks  # err = τ² k exactly: the err / τ² curves coincide
+    by_t = lrs[:, None] * ts
+    scan = StepSizeScan(lrs, ks, by_k, ts, by_t, np.ones((2, 4)), np.ones((2, 4)),
+                        2 * np.ones((2, 5)))
+    fig = plot_local_slopes(scan, title="scan")
+    k_ax, lr_ax, k_err, t_err = fig.axes
+    assert len(k_ax.get_lines()) == 2 + 2  # two runs, two reference slopes
+    assert len(lr_ax.get_lines()) == 2 * 2 + 2  # fixed t and fixed k per run
+    first, second = k_err.get_lines()
+    np.testing.assert_allclose(first.get_ydata(), second.get_ydata())
+    np.testing.assert_allclose(t_err.get_lines()[0].get_ydata(), ts)
+    plt.close("all")
