@@ -29,6 +29,7 @@ from torch.func import jvp, vjp, vmap
 from flowlaws.book.runtime import one_thread
 from flowlaws.book.style import COLUMN_INCHES
 from flowlaws.common.fits import fit_power_law
+from flowlaws.common.models import MultiHeadAttention
 from flowlaws.conservation.discrete import one_step_change_quadratic
 from flowlaws.conservation.flow import LossFn, Params, gradient_and_loss
 from flowlaws.conservation.laws import LawFn, invariant_fn, law_blocks
@@ -41,6 +42,9 @@ __all__ = [
     "BlockStep",
     "one_step_scaling",
     "plot_block_rates",
+    "attention_rows",
+    "control_law_fns",
+    "block_rows",
 ]
 
 
@@ -167,3 +171,29 @@ def plot_block_rates(table: dict[str, dict[str, float]], title: str,
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def attention_rows(p: Params) -> dict[str, torch.Tensor]:
+    """A control that is *not* a law of RoPE attention: ``‖W_Q[i][r]‖² − ‖W_K[i][r]‖²`` per
+    row ``r`` of each head (``(heads, d_k)``); RoPE mixes rows ``2j`` and ``2j + 1``, so only
+    their sums over a 2×2 block are laws. Explained in: book/01_conservation/06_real_data.ipynb
+    """
+    return {"rows": p["W_Q"].pow(2).sum(-1) - p["W_K"].pow(2).sum(-1)}
+
+
+def control_law_fns(model: nn.Module) -> dict[str, LawFn]:
+    """:func:`attention_rows` for every RoPE attention block of ``model``, for ``laws=``."""
+    return {name: attention_rows for name, block in law_blocks(model).items()
+            if isinstance(block, MultiHeadAttention) and block.pe == "rope"}
+
+
+def block_rows(table: dict[str, dict[str, float]], steps: dict[str, BlockStep],
+               control: dict[str, dict[str, float]] | None = None) -> list[dict[str, str]]:
+    """One row per block for :func:`~flowlaws.book.tables.show_table`: its laws, their largest
+    relative rate (:func:`rates_by_block`), the control's (``"—"`` where none), and the
+    one-step gap and exponent (:func:`one_step_scaling`), as text."""
+    control = control or {}
+    return [{"block": block, "laws": ", ".join(kinds), "rate": f"{max(kinds.values()):.1e}",
+             "control": (f"{max(control[block].values()):.1e}" if block in control else "—"),
+             "gap": f"{steps[block].gap:.1e}", "exponent": f"{steps[block].exponent:.9f}"}
+            for block, kinds in table.items()]

@@ -41,6 +41,15 @@ def test_a_non_law_has_a_large_rate(lm) -> None:
     model, loss, params = lm
     rates = deep_laws.law_rates(model, loss, params, laws={"layers.1.attn": _rows})
     assert list(rates) == ["layers.1.attn/rows"] and rates["layers.1.attn/rows"] > 1e-3
+    controls = deep_laws.control_law_fns(model)
+    assert list(controls) == ["layers.0.attn", "layers.1.attn"]
+    control = deep_laws.law_rates(model, loss, params, laws=controls)
+    assert control["layers.1.attn/rows"] == rates["layers.1.attn/rows"]
+    table = deep_laws.rates_by_block(deep_laws.law_rates(model, loss, params))
+    steps = deep_laws.one_step_scaling(model, loss, params)
+    rows = deep_laws.block_rows(table, steps, deep_laws.rates_by_block(control))
+    assert [r["control"] == "—" for r in rows] == [False, True, False, True]
+    assert rows[0]["laws"] == "QK, VO" and float(rows[1]["exponent"]) == pytest.approx(2)
 
 
 def test_one_gd_step_moves_each_block_by_tau_squared_h_of_g(lm) -> None:
