@@ -86,9 +86,9 @@ def law_rates(model: nn.Module, loss_fn: LossFn, params: Params, *,
     Explained in: book/01_conservation/06_real_data.ipynb
     """
     laws = block_law_fns(model) if laws is None else laws
-    g, _ = gradient_and_loss(loss_fn, params)
     out = {}
-    with one_thread():
+    with one_thread():  # small tensors: a second CPU thread costs more than it gains
+        g, _ = gradient_and_loss(loss_fn, params)
         for block, law in laws.items():
             theta, g_b = block_params(params, block), block_params(g, block)
             g_norm = float(sum(v.pow(2).sum() for v in g_b.values()).sqrt())
@@ -136,7 +136,8 @@ def one_step_scaling(model: nn.Module, loss_fn: LossFn, params: Params,
     """
     if len(lrs) < 3 or min(lrs) <= 0:  # the fitted exponent needs three points
         raise ValueError(f"lrs must hold at least three positive step sizes, got {lrs!r}")
-    g, _ = gradient_and_loss(loss_fn, params)
+    with one_thread():
+        g, _ = gradient_and_loss(loss_fn, params)
     out = {}
     for block, law in block_law_fns(model).items():
         theta, g_b = block_params(params, block), block_params(g, block)
