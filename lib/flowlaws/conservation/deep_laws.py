@@ -62,11 +62,22 @@ def block_law_fns(model: nn.Module) -> dict[str, LawFn]:
 
 
 def _entry_grad_norms(law: LawFn, key: str, theta: Params, chunk: int) -> torch.Tensor:
-    """``‖∇h_j‖`` for every entry ``j`` of ``law(θ)[key]`` (flattened), by chunks of vjps."""
+    """``‖∇h_j‖`` for every entry ``j`` of ``law(θ)[key]`` (flattened), by chunks of vjps.
+
+    Only the tensors the entry depends on are differentiated (found with one random
+    cotangent: the others get an exact zero gradient)."""
     flat, pullback = vjp(lambda t: law(t)[key].reshape(-1), theta)
+    probe = pullback(torch.randn_like(flat))[0]
+    used = [k for k, v in probe.items() if bool(v.ne(0).any())]
+    if not used:  # h does not depend on θ here: every gradient is zero
+        return torch.zeros_like(flat)
+    rest = {k: v for k, v in theta.items() if k not in used}
+    flat, pullback = vjp(lambda t: law(t | rest)[key].reshape(-1), {k: theta[k] for k in used})
     norms = []
     for start in range(0, flat.numel(), chunk):
-        rows = torch.eye(flat.numel(), dtype=flat.dtype, device=flat.device)[start:start + chunk]
+        index = torch.arange(start, min(start + chunk, flat.numel()), device=flat.device)
+        rows = torch.zeros(len(index), flat.numel(), dtype=flat.dtype, device=flat.device)
+        rows[torch.arange(len(index)), index] = 1
         (grads,) = vmap(pullback)(rows)
         norms.append(sum(g.flatten(1).pow(2).sum(1) for g in grads.values()).sqrt())
     return torch.cat(norms)
