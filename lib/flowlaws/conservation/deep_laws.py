@@ -166,21 +166,25 @@ def one_step_scaling(model: nn.Module, loss_fn: LossFn, params: Params,
     return out
 
 
-def plot_block_rates(table: dict[str, dict[str, float]], title: str,
+def plot_block_rates(table: dict[str, dict[str, float]], title: str, *,
+                     labels: dict[str, str] | None = None, tol: float | None = None,
                      floor: float = 1e-18) -> plt.Figure:
     """The largest relative rate of each law kind, block by block (log scale), one marker per
-    kind; blocks in the model's order on the horizontal axis."""
-    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 3.4))
-    blocks = list(table)
+    kind (``labels``: kind → legend text); blocks in the model's order on the horizontal axis,
+    ``tol`` as a dashed line."""
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 3.6))
+    blocks, labels = list(table), labels or {}
     kinds = list(dict.fromkeys(k for row in table.values() for k in row))
     for i, kind in enumerate(kinds):
         x = [b for b, name in enumerate(blocks) if kind in table[name]]
         y = [max(table[blocks[b]][kind], floor) for b in x]
-        ax.plot(x, y, "os^dv"[i % 5], ls="none", label=kind, color=f"C{i}")
+        ax.plot(x, y, "os^dv"[i % 5], ls="none", label=labels.get(kind, kind), color=f"C{i}")
+    if tol is not None:
+        ax.axhline(tol, color="0.4", ls="--", lw=1, label=f"tolerance {tol:g}")
     ax.set_xticks(range(len(blocks)), blocks, rotation=90, fontsize=8)
     ax.set(yscale="log", ylabel=r"max $|\langle\nabla h,\nabla L\rangle| / "
            r"(\|\nabla h\|\,\|\nabla_B L\|)$", title=title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center right")
     fig.tight_layout()
     return fig
 
