@@ -7,6 +7,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 
 - :mod:`flowlaws.common.models`
   the models as ``nn.Module`` s: two-layer, deep, SwiGLU, attention, MoE (I.1–I.6, II.1)
+- :mod:`flowlaws.common.transformer`
+  a causal Transformer of residual RoPE-attention and SwiGLU blocks, without norm gains (I.6)
 - :mod:`flowlaws.common.optim`
   the update rules of SGD, heavy ball, Adam, AdamW, written once (I.5, II.6, II.7)
 - :mod:`flowlaws.common.fits`
@@ -17,7 +19,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.conservation``: Part I, conservation laws of gradient flow
 
 - :mod:`flowlaws.conservation.laws`
-  the seed's laws per architecture, orthogonality, drift (I.1–I.4, I.6)
+  the seed's laws per architecture, block by block in composite models; orthogonality, drift
+  (I.1–I.4, I.6)
 - :mod:`flowlaws.conservation.lie_count`
   the Lie-algebra count of all laws, certified or not (I.1–I.3)
 - :mod:`flowlaws.conservation.brackets`
@@ -38,6 +41,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the exact one-step change and the step-size sweeps (I.5)
 - :mod:`flowlaws.conservation.real_data`
   laws in a language model and an image classifier (I.6)
+- :mod:`flowlaws.conservation.deep_laws`
+  every block of a deep model: relative rates under the flow, the one-step τ² change (I.6)
 - :mod:`flowlaws.conservation.figures`
   Part I's figures (I.1–I.5)
 

@@ -6,6 +6,9 @@ the 2×2 RoPE block laws, per-expert MoE laws and ``Σ_e W_e``); :func:`orthogon
 how far ``∇h`` is from orthogonal to every ``∇_θ f(θ, x)``; :func:`drift` is ``dh/dt`` under
 gradient flow. The count of *all* laws is :mod:`flowlaws.conservation.lie_count`.
 
+A composite module (a stack of library blocks in an ``nn.Module`` or ``nn.Sequential``) is
+walked block by block (:func:`law_blocks`, where the docstring says why the laws survive).
+
 Explained in: book/01_conservation/02_feedforward.ipynb, 03_attention.ipynb and 04_moe.ipynb.
 """
 from __future__ import annotations
@@ -22,15 +25,8 @@ from flowlaws.book.runtime import one_thread
 from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLayer
 
 __all__ = [
-    "Params",
-    "ModelFn",
-    "LAW_TOL",
-    "invariants",
-    "seed_claims",
-    "seed_claim_fn",
-    "LawFn",
-    "random_inputs",
-    "orthogonality",
+    "Params", "ModelFn", "LAW_TOL", "LawFn", "invariants", "invariant_fn", "seed_claims",
+    "seed_claim_fn", "law_blocks", "unclaimed_parameters", "random_inputs", "orthogonality",
     "drift",
 ]
 
@@ -43,11 +39,7 @@ with warnings.catch_warnings():
 
 
 Params = dict[str, Tensor]
-
-
 ModelFn = Callable[[Tensor, Tensor], Tensor]
-
-
 LawFn = Callable[[Params], dict[str, Tensor]]
 
 
@@ -120,12 +112,77 @@ def _moe_laws(model: MoE, p: Params, seed: bool = False) -> dict[str, Tensor]:
 
 
 def _known_model(model: nn.Module) -> bool:
-    return isinstance(model, (TwoLayer, Deep, SwiGLU, MultiHeadAttention, MoE))
+    return isinstance(model, (TwoLayer, Deep, SwiGLU, MultiHeadAttention, MoE))  # the blocks
+
+
+def law_blocks(model: nn.Module) -> dict[str, nn.Module]:
+    """The outermost library blocks of ``model`` by qualified name (``{"": model}`` for a block).
+
+    A block is a :class:`TwoLayer`, :class:`Deep`, :class:`SwiGLU`,
+    :class:`MultiHeadAttention` or :class:`MoE` (one used twice counts once, under its first
+    name); :func:`invariants` keys its laws ``"{name}/{law}"``. Why they stay laws inside any
+    composite (a residual stack with embeddings and norms): each comes from a symmetry that
+    acts on the block's own parameters only and leaves the block's output unchanged for
+    *every* input, so ``∇_φ L``, a combination of ``∇_φ g(φ, z)`` at whatever inputs ``z`` the
+    rest of the model feeds the block, stays orthogonal to ``∇h``. That needs the block's
+    parameters to reach the output only through the block's calls: a ``ValueError`` when one
+    is a tensor shared with another module (tied weights); a composite that reads a block's
+    weight in its own ``forward`` breaks the law, and :func:`orthogonality`/:func:`drift` show
+    it. Parameters outside the blocks (:func:`unclaimed_parameters`) may add laws not claimed
+    here: a learnable RMSNorm gain ``γ`` before a block that reads its input through linear
+    maps gives the rescaling ``γ_i → e^ε γ_i``, input column ``i`` of each map ``→ e^{−ε}``,
+    hence the extra law ``γ_i² − Σ ‖column i‖²`` (checked in the tests); the block laws hold.
+    Explained in: book/01_conservation/06_real_data.ipynb
+    """
+    if _known_model(model):
+        return {"": model}
+    blocks: dict[str, nn.Module] = {}
+    for name, module in model.named_modules():
+        inside = any(name.startswith(f"{b}.") for b in blocks)
+        if not inside and _known_model(module):
+            blocks[name] = module
+    owner = {id(m): id(b) for b in blocks.values() for m in b.modules()}
+    holders: dict[int, list[tuple[str, int | None]]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        holder = owner.get(id(model.get_submodule(name.rpartition(".")[0])))
+        holders.setdefault(id(p), []).append((name, holder))
+    for found in holders.values():
+        if len({h for _, h in found}) > 1:
+            raise ValueError(f"parameters {[n for n, _ in found]} are one tensor shared by a "
+                             "library block and another module: its laws are not claimed")
+    return blocks
+
+
+def unclaimed_parameters(model: nn.Module) -> list[str]:
+    """The names of the parameters of ``model`` outside every :func:`law_blocks` block.
+
+    No law is claimed for them (an embedding, an unembedding, a norm's gain): they may take
+    part in laws the library does not list. Explained in: book/01_conservation/06_real_data.ipynb
+    """
+    inside = tuple(f"{b}." for b in law_blocks(model))
+    return [] if "." in inside else [n for n, _ in model.named_parameters()
+                                     if not n.startswith(inside)]
+
+
+def _composite_law_fn(blocks: dict[str, nn.Module], seed: bool) -> LawFn:
+    """Every block's laws from a parameter dict of the whole model, keyed ``"{block}/{law}"``."""
+    fns = {name: _law_fn(block, seed) for name, block in blocks.items()}
+
+    def laws(p: Params) -> dict[str, Tensor]:
+        out = {}
+        for name, fn in fns.items():
+            cut = len(name) + 1
+            own = {k[cut:]: v for k, v in p.items() if k.startswith(f"{name}.")}
+            out.update({f"{name}/{k}": v for k, v in fn(own).items()})
+        return out
+
+    return laws
 
 
 def _law_fn(model: nn.Module, seed: bool = False) -> Callable[[Params], dict[str, Tensor]]:
     """The invariants of ``model`` (``seed``: the seed's claims) as a function of a parameter
-    dict; an empty dict for a model the library has no laws for."""
+    dict; a composite's are its blocks' (:func:`law_blocks`); an empty dict for a model with
+    no library block."""
     if isinstance(model, MoE):
         return lambda p: _moe_laws(model, p, seed)
     if isinstance(model, TwoLayer):
@@ -136,7 +193,8 @@ def _law_fn(model: nn.Module, seed: bool = False) -> Callable[[Params], dict[str
         return _swiglu_laws
     if isinstance(model, MultiHeadAttention):
         return lambda p: _attention_laws(model, p)
-    return lambda p: {}
+    blocks = law_blocks(model)
+    return _composite_law_fn(blocks, seed) if blocks else lambda p: {}
 
 
 def invariants(model: nn.Module) -> dict[str, Tensor]:
@@ -157,7 +215,10 @@ def invariants(model: nn.Module) -> dict[str, Tensor]:
       normalized sigmoid, dense or top-k with k ≥ 2: no gate law. The seed claims
       ``"gate.sum"`` for every gating: that list is :func:`seed_claims`.
 
-    Any other module (a composite one included): an empty dict, like GELU.
+    A composite module: the laws above of each block of :func:`law_blocks`, under
+    ``"{block}/{law}"`` (``"layers.3.attn/head0.QK"``); its other parameters
+    (:func:`unclaimed_parameters`) have none. A module without library blocks: an empty
+    dict, like GELU.
     Units: the square of the weights' units. Explained in: book/01_conservation/02_feedforward.ipynb
     """
     return _law_fn(model)(_params(model))
@@ -180,6 +241,13 @@ def seed_claim_fn(model: nn.Module) -> LawFn:
     return _law_fn(model, seed=True)
 
 
+def invariant_fn(model: nn.Module) -> LawFn:
+    """:func:`invariants` as a function of a parameter dict (``model.named_parameters()``
+    names), for training loops and gradients. Explained in: book/01_conservation/06_real_data.ipynb
+    """
+    return _law_fn(model)
+
+
 def _params(model: nn.Module) -> Params:
     return {name: value.detach() for name, value in model.named_parameters()}
 
@@ -200,12 +268,9 @@ def _model_fn(model: nn.Module, layout: list[tuple[str, torch.Size]]) -> ModelFn
     return lambda theta, x: functional_call(model, _unflatten(theta, layout), (x,))
 
 
-def _law_vector_fn(
-    model: nn.Module,
-    layout: list[tuple[str, torch.Size]],
-    keys: list[str] | None = None,
-    candidate: LawFn | None = None,
-) -> Callable[[Tensor], Tensor]:
+def _law_vector_fn(model: nn.Module, layout: list[tuple[str, torch.Size]],
+                   keys: list[str] | None = None, candidate: LawFn | None = None,
+                   ) -> Callable[[Tensor], Tensor]:
     """``θ ↦`` the chosen invariants' entries, flattened into one vector."""
     laws = _law_fn(model) if candidate is None else candidate
 
@@ -217,20 +282,26 @@ def _law_vector_fn(
     return h
 
 
+def _refuse_unknown(model: nn.Module, candidate: LawFn | None) -> None:
+    """A ``ValueError`` for a module with no library block and no ``candidate``."""
+    if candidate is None and not law_blocks(model):
+        raise ValueError(
+            f"no known laws for {type(model).__name__}: the library knows the laws of TwoLayer, "
+            "Deep, SwiGLU, MultiHeadAttention and MoE (alone or as blocks of a composite "
+            "module); pass candidate= to check your own"
+        )
+
+
 def _checked_keys(
     model: nn.Module, theta: Tensor, layout: list, keys: list[str] | None, candidate: LawFn | None
 ) -> list[str]:
     """The law names to check, or a ``ValueError`` when there is nothing to check.
 
-    Refuses a module the library has no laws for (composite modules included) unless a
+    Refuses a module the library has no laws for (one without library blocks) unless a
     ``candidate`` is given, a model whose known laws are none (GELU, SiLU, tanh), and a key
     that is not one of the laws' names: each would otherwise read as a law that holds.
     """
-    if candidate is None and not _known_model(model):
-        raise ValueError(
-            f"no known laws for {type(model).__name__}: the library knows the laws of TwoLayer, "
-            "Deep, SwiGLU, MultiHeadAttention and MoE; pass candidate= to check your own"
-        )
+    _refuse_unknown(model, candidate)
     laws = _law_fn(model) if candidate is None else candidate
     names = list(laws(_unflatten(theta, layout)))
     if not names:
@@ -260,22 +331,27 @@ def _sample_shape(model: nn.Module) -> tuple[int | None, ...] | None:
 
 
 def _check_inputs(model: nn.Module, inputs: Tensor) -> Tensor:
-    """``inputs`` as float64, or a ``ValueError`` naming ``inputs`` and what is allowed."""
-    if not isinstance(inputs, Tensor) or inputs.dtype not in (torch.float32, torch.float64):
+    """``inputs`` as float64 (a composite's integer token ids kept), or a ``ValueError``
+    naming ``inputs`` and what is allowed."""
+    shape = _sample_shape(model)
+    ids = shape is None and isinstance(inputs, Tensor) and inputs.dtype == torch.int64
+    if not ids and (
+        not isinstance(inputs, Tensor) or inputs.dtype not in (torch.float32, torch.float64)
+    ):
         got = inputs.dtype if isinstance(inputs, Tensor) else type(inputs).__name__
         raise ValueError(f"inputs must be a float32 or float64 tensor, got {got}")
-    shape = _sample_shape(model)
     ok = shape is None or (
         inputs.dim() == len(shape) + 1
         and all(s is None or s == n for s, n in zip(shape, inputs.shape[1:], strict=True))
     )
-    if not ok or inputs.shape[0] < 1:
-        want = "(n, " + ", ".join("tokens" if s is None else str(s) for s in shape) + ")"
+    if not ok or inputs.dim() == 0 or inputs.shape[0] < 1:
+        want = "(n, ...)" if shape is None else (
+            "(n, " + ", ".join("tokens" if s is None else str(s) for s in shape) + ")")
         raise ValueError(f"inputs must have shape {want} with n >= 1, got {tuple(inputs.shape)}")
     first = next(model.parameters(), None)
     if first is None:
         raise ValueError(f"model ({type(model).__name__}) has no parameters: nothing to count")
-    return inputs.to(device=first.device, dtype=torch.float64)
+    return inputs.to(device=first.device, dtype=torch.int64 if ids else torch.float64)
 
 
 def random_inputs(model: nn.Module, n: int, tokens: int = 4, seed: int = 0) -> Tensor:
@@ -318,12 +394,8 @@ def _relative_dots(G: Tensor, J: Tensor) -> float:
     return float(dots.abs().max())
 
 
-def orthogonality(
-    model: nn.Module,
-    inputs: Tensor,
-    keys: list[str] | None = None,
-    candidate: LawFn | None = None,
-) -> float:
+def orthogonality(model: nn.Module, inputs: Tensor, keys: list[str] | None = None,
+                  candidate: LawFn | None = None) -> float:
     """The largest ``|⟨∇h, ∇_θ f_k(θ, x)⟩| / (‖∇h‖ ‖∇_θ f_k(θ, x)‖)``: ≈ 0 for true laws.
 
     The maximum runs over every scalar entry ``h`` of :func:`invariants` (or of those named in
@@ -334,9 +406,13 @@ def orthogonality(
     (``model.named_parameters()`` names) to a dict of tensors (:func:`seed_claim_fn`: the
     seed's claims).
 
+    A composite module is checked block by block (:func:`law_blocks`; keys
+    ``"{block}/{law}"``) against the Jacobian of the whole model, its other parameters
+    included; its inputs may then be integer token ids.
+
     Nothing checked never reads as "holds": a ``ValueError`` when the model has no known laws
-    (GELU; a module that is not one of the library's models, composite ones included) and no
-    ``candidate``, or when a key is not a law's name; NaN when every law gradient or every
+    (GELU; a module without library blocks) and no ``candidate``, or when a key is not a
+    law's name; NaN when every law gradient or every
     Jacobian row is zero at ``θ`` (``θ = 0``, say).
 
     Explained in: book/01_conservation/01_gradient_flow.ipynb
@@ -357,15 +433,15 @@ def drift(
     ``L(θ) = (1/2n) Σ ‖f(θ, x_n) − y_n‖²`` with ``targets`` (``y``) shaped like the outputs;
     each value has the shape of its invariant. Zero for a law, whatever the data: a non-zero
     value is a counter-example. The invariants are :func:`invariants`, or ``candidate``'s
-    (:func:`seed_claim_fn`: the seed's claims); a ``ValueError`` for a module the library
-    has no laws for and no ``candidate``. Explained in: book/01_conservation/04_moe.ipynb
+    (:func:`seed_claim_fn`: the seed's claims); a composite's are keyed
+    ``"{block}/{law}"`` (:func:`law_blocks`); a ``ValueError`` for a module without library
+    blocks and no ``candidate``. Explained in: book/01_conservation/04_moe.ipynb
     """
     X = _check_inputs(model, inputs)
-    if candidate is None and not _known_model(model):
-        raise ValueError(f"no known laws for {type(model).__name__}: pass candidate=")
+    _refuse_unknown(model, candidate)
     theta, layout = _layout(model)
     f = _model_fn(model, layout)
-    loss = lambda t: 0.5 * (f(t, X) - targets.to(X.dtype)).pow(2).sum() / X.shape[0]  # noqa: E731
+    loss = lambda t: 0.5 * (f(t, X) - targets.to(torch.float64)).pow(2).sum() / X.shape[0]  # noqa: E731
     g = grad(loss)(theta)
     laws = _law_fn(model) if candidate is None else candidate
     return {

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLayer
+from flowlaws.common.transformer import CausalTransformer, rms_norm
 from flowlaws.conservation import laws, lie_count, moe
 
 
@@ -156,8 +157,9 @@ class _Stack(torch.nn.Module):
     [
         (lambda: TwoLayer(3, 2, 2, "gelu"), None, "no known laws"),
         (lambda: Deep(3, [2, 2], 2, "tanh"), None, "no known laws"),
-        (_Stack, None, "no known laws for _Stack"),
-        (lambda: torch.nn.Sequential(TwoLayer(3, 2, 2, "linear")), None, "no known laws"),
+        (lambda: torch.nn.Sequential(torch.nn.Linear(3, 2)), None, "no known laws for Sequential"),
+        (lambda: torch.nn.Sequential(TwoLayer(3, 2, 2, "gelu")), None, "has no known laws"),
+        (_Stack, ["a/hiden"], "keys must name laws among"),
         (lambda: TwoLayer(3, 2, 2, "linear"), ["hiden"], "keys must name laws among"),
         (lambda: TwoLayer(3, 2, 2, "linear"), [], "keys must name laws among"),
     ],
@@ -175,8 +177,9 @@ def test_orthogonality_checks_a_candidate_on_a_composite_module() -> None:
     inner = lambda p: {"a": p["a.V.weight"] @ p["a.V.weight"].T - p["a.U.weight"].T  # noqa: E731
                        @ p["a.U.weight"]}
     assert laws.orthogonality(model, X, candidate=inner) < 1e-10
-    with pytest.raises(ValueError, match="no known laws for _Stack"):
-        laws.drift(model, X, torch.zeros(8, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="no known laws for Sequential"):
+        laws.drift(torch.nn.Sequential(torch.nn.Linear(3, 2)).double(), X,
+                   torch.zeros(8, 2, dtype=torch.float64))
 
 
 def test_orthogonality_is_nan_when_every_gradient_vanishes() -> None:
@@ -195,3 +198,91 @@ def test_attention_inputs_need_tokens_and_d_model() -> None:
     model = MultiHeadAttention(4, 2, 2, 2)
     with pytest.raises(ValueError, match=r"inputs must have shape \(n, tokens, 4\)"):
         lie_count.count(model, torch.randn(5, 4))
+
+
+# --- composite modules: the walk over library blocks ---------------------------------------
+
+
+def test_a_stack_of_blocks_gets_per_block_laws_keyed_by_qualified_name() -> None:
+    stack = _model(lambda: torch.nn.Sequential(TwoLayer(3, 4, 3, "linear"), SwiGLU(3, 4, 2)))
+    assert set(laws.invariants(stack)) == {"0/hidden", "1/units"}
+    assert torch.equal(laws.invariants(stack)["1/units"], laws.invariants(stack[1])["units"])
+    X = torch.randn(12, 3, dtype=torch.float64)
+    assert laws.orthogonality(stack, X) < 1e-10
+    assert laws.orthogonality(stack, X, ["1/units"]) < 1e-10
+    rates = laws.drift(stack, X, torch.randn(12, 2, dtype=torch.float64))
+    assert set(rates) == {"0/hidden", "1/units"}
+    assert max(float(v.abs().max()) for v in rates.values()) < 1e-12
+    nested = _model(_Stack)
+    assert laws.law_blocks(nested).keys() == {"a", "b"} and laws.unclaimed_parameters(nested) == []
+
+
+def test_the_transformer_walks_to_every_attention_and_swiglu_block() -> None:
+    model = _model(lambda: CausalTransformer(7, 8, 3, 2, 4, 4, 6))
+    assert list(laws.law_blocks(model)) == [f"layers.{i}.{b}" for i in range(3)
+                                            for b in ("attn", "ffn")]
+    assert laws.unclaimed_parameters(model) == ["embed.weight", "unembed.weight"]
+    assert "layers.2.attn/head1.QK" in laws.invariants(model)
+    ids = torch.randint(0, 7, (3, 5), generator=torch.Generator().manual_seed(0))
+    assert laws.orthogonality(model, ids) < 1e-10  # token ids as inputs, embedding included
+
+
+class _Gained(torch.nn.Module):
+    """``x + attn(γ ⊙ rms(x))``: a learnable RMSNorm gain in front of a library block."""
+
+    def __init__(self, d: int = 4) -> None:
+        super().__init__()
+        self.gain = torch.nn.Parameter(1 + torch.rand(d))
+        self.attn = MultiHeadAttention(d, 2, 2, 2, pe="rope", causal=True)
+
+    def forward(self, x):
+        return x + self.attn(self.gain * rms_norm(x))
+
+
+def _gain_law(p: laws.Params) -> dict[str, torch.Tensor]:
+    cols = sum(p[f"attn.W_{m}"].pow(2).sum((0, 1)) for m in "QKV")
+    return {"gain": p["gain"].pow(2) - cols}
+
+
+def test_a_norm_gain_adds_a_law_that_is_not_claimed_and_the_block_laws_still_hold() -> None:
+    model = _model(_Gained)
+    X = torch.randn(6, 5, 4, dtype=torch.float64)
+    assert laws.unclaimed_parameters(model) == ["gain"]
+    assert all(k.startswith("attn/") for k in laws.invariants(model))
+    assert laws.orthogonality(model, X) < 1e-10  # the block laws hold with the gain in front
+    assert laws.orthogonality(model, X, candidate=_gain_law) < 1e-10  # an extra, unclaimed law
+    single = _model(lambda: MultiHeadAttention(4, 2, 2, 2, pe="rope", causal=True))
+    cols = lambda p: {"c": sum(p[f"W_{m}"].pow(2).sum((0, 1)) for m in "QKV")}  # noqa: E731
+    assert laws.orthogonality(single, X, candidate=cols) > 1e-3  # no law without the gain
+
+
+class _Leaky(torch.nn.Module):
+    """Two SwiGLU blocks; the second block's ``A`` is also read outside it: its law breaks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.Sequential(SwiGLU(3, 4, 3), SwiGLU(3, 4, 3))
+
+    def forward(self, x):
+        y = x + self.blocks[0](x)
+        return y + self.blocks[1](y) + (y @ self.blocks[1].A.weight.T)[:, :3]
+
+
+def test_the_walk_can_fail_a_block_whose_law_is_broken() -> None:
+    model = _model(_Leaky)
+    X = torch.randn(10, 3, dtype=torch.float64)
+    assert laws.orthogonality(model, X, ["blocks.0/units"]) < 1e-10
+    assert laws.orthogonality(model, X, ["blocks.1/units"]) > 1e-3
+    assert laws.orthogonality(model, X) > 1e-3  # the whole check fails with one broken block
+    rates = laws.drift(model, X, torch.randn(10, 3, dtype=torch.float64))
+    assert float(rates["blocks.0/units"].abs().max()) < 1e-12
+    assert float(rates["blocks.1/units"].abs().max()) > 1e-3
+
+
+def test_a_weight_tied_to_a_block_is_refused() -> None:
+    model = _model(lambda: torch.nn.Sequential(SwiGLU(3, 4, 3), torch.nn.Linear(4, 3, bias=False)))
+    model[1].weight = model[0].C.weight  # the Linear shares the block's C
+    with pytest.raises(ValueError, match="shared by a library block and another module"):
+        laws.invariants(model)
+    reused = torch.nn.Sequential(model[0], model[0])  # one block used twice: still its laws
+    assert set(laws.invariants(reused)) == {"0/units"}
