@@ -36,7 +36,6 @@ GLUE = re.compile(r"\b(?:glue|record_value)\(\s*(f?)[\"']([^\"']+)[\"']")
 # resolve once the lead merges those branches. Remove a key here as soon as its chapter glues it
 # (test_awaiting_keys_are_not_glued_yet fails until you do); when the set is empty, delete it.
 _AWAITED = {
-    "01_conservation/06_real_data": ["deep_transformer_laws"],
     "02_percolation/06_adaptive": ["adam_cascade"],
     "02_percolation/07_grokking": ["grokking_delayed", "grokking_cascade"],
     "02_percolation/08_real_data": ["heart_lambda171", "images_cascade"],
