@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowlaws.percolation.cascade_controls import holm, judged, power_fits
+from flowlaws.percolation.cascade_stats import MIN_GAP
 from flowlaws.percolation.cascade_test import POWER_TARGET, runs_for_power
 from flowlaws.percolation.grokking import first_step_above
 
@@ -106,19 +107,24 @@ def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]], *, lam: float
     ``holm`` (rejected after Holm's correction over all rows), ``runs_needed`` (the fewest of
     ``sizes`` runs, observed runs resampled, at which the power at ``lam`` reaches 0.8, with
     ``n_power_size`` injections per size; None if none did or power was not measurable),
-    ``sizes_tried`` and ``powers_tried``, and ``constant`` (the order parameter never varies:
-    nothing to judge, verdict "inconclusive").
+    ``sizes_tried`` and ``powers_tried``, and ``constant`` (nothing to judge, verdict
+    "inconclusive": the order parameter never varies, fewer than 2 finite runs, or fewer points
+    than the test needs).
     """
     rows = []
     for k, (name, (C, x)) in enumerate(series.items()):
         C = np.asarray(C, dtype=float)
         finite = C[np.isfinite(C).all(1)]
-        if len(finite) < 2 or np.ptp(finite) == 0:
+        why = ("the order parameter never varies (R ≡ 0)" if len(finite) >= 2
+               and np.ptp(finite) == 0 else f"{len(finite)} finite run(s)" if len(finite) < 2
+               else f"{C.shape[1]} points, fewer than the test's {8 * MIN_GAP}"
+               if C.shape[1] < 8 * MIN_GAP else "")
+        if why:
             nan = float("nan")
             rows.append({"name": name, "verdict": "inconclusive", "p_value": nan, "power": nan,
                          "lam": nan, "lam_err": nan, "surrogate_p": nan, "constant": True,
                          "n_runs": len(finite), "n_points": C.shape[1], "lam_claimed": lam,
-                         "summary": "inconclusive: the order parameter never varies (R ≡ 0)"})
+                         "summary": f"inconclusive: {why}"})
             continue
         rec = judged(C, x, alpha=alpha, seed=seed + k, lam=lam, n_null=n_null,
                      n_power=n_power, n_boot=n_boot, n_surrogates=n_surrogates)

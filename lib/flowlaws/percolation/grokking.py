@@ -14,9 +14,8 @@ Every ``log_every`` steps :func:`train` records, per run, train and test accurac
 and the *merge order parameter* ``C_max``: MLP neuron ``i`` is the vector
 ``[W_in[i, :], b_in[i], W_out[:, i]]`` and ``C_max`` is the size of the largest group of
 neurons linked by relative distances below ``tol`` (:func:`flowlaws.percolation.clusters.cmax`;
-NaN for a run whose weights are not finite), for each
-``tol`` in ``tols``, the median distance of a neuron to its nearest neighbour, and every MLP neuron's key frequency
-and its share (:func:`flowlaws.percolation.grok_fourier.neuron_frequencies`: the functional
+NaN for a run whose weights are not finite), for each ``tol`` in ``tols``, the median
+distance of a neuron to its nearest neighbour, and every MLP neuron's key frequency and its share (:func:`flowlaws.percolation.grok_fourier.neuron_frequencies`: the functional
 order parameter is computed from them at any share threshold). Every
 ``checkpoint_every`` steps the whole state (parameters, AdamW moments, step, metrics so far,
 RNG state) is written beside the previous checkpoint, then replaces it, in a folder keyed by
@@ -171,7 +170,8 @@ def _fresh(cfg: GrokConfig, dev: torch.device, data) -> dict:
     ckpt = {"step": 0, "params": params, "rng": torch.get_rng_state(),
             "state": {f"{m}.{k}": torch.zeros_like(t) for k, t in params.items() for m in "mv"},
             # the AdamW moments of parameter k as "m.k" and "v.k": a flat dict of tensors
-            "metrics": {"steps": [], "forests": [], "freqs": [], **{n: [] for n in METRICS if n != "c_max"}},
+            "metrics": {"steps": [], "forests": [], "freqs": [],
+                        **{n: [] for n in METRICS if n != "c_max"}},
             "record_every": cfg.log_every, "training_code_version": TRAINING_CODE_VERSION}
     _record(ckpt["metrics"], 0, params, data)
     return ckpt
