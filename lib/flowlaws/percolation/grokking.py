@@ -15,8 +15,9 @@ and the *merge order parameter* ``C_max``: MLP neuron ``i`` is the vector
 ``[W_in[i, :], b_in[i], W_out[:, i]]`` and ``C_max`` is the size of the largest group of
 neurons linked by relative distances below ``tol`` (:func:`flowlaws.percolation.clusters.cmax`;
 NaN for a run whose weights are not finite), for each ``tol`` in ``tols``, the median
-distance of a neuron to its nearest neighbour, and every MLP neuron's key frequency and its share (:func:`flowlaws.percolation.grok_fourier.neuron_frequencies`: the functional
-order parameter is computed from them at any share threshold). Every
+distance of a neuron to its nearest neighbour, and every MLP neuron's key frequency and its
+share (:func:`flowlaws.percolation.grok_fourier.neuron_frequencies`: the functional order
+parameter is computed from them at any share threshold). Every
 ``checkpoint_every`` steps the whole state (parameters, AdamW moments, step, metrics so far,
 RNG state) is written beside the previous checkpoint, then replaces it, in a folder keyed by
 what determines the trajectory and by nothing else (:mod:`flowlaws.percolation.grok_store`:
