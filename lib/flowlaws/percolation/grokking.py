@@ -121,7 +121,9 @@ class GrokRun:
     ``folder`` the run folder; ``resumed_from`` the step it resumed from (0: fresh);
     ``seconds`` the wall time of this call; ``seconds_per_step`` (wall) and
     ``cpu_seconds_per_step`` (this process's CPU time: on a shared machine, closer to what the
-    step costs alone) of the steps it trained (NaN if none)."""
+    step costs alone) of the steps it trained (NaN if none); ``train_seconds`` and
+    ``train_cpu_seconds`` the wall and CPU time spent on the stored steps over every call that
+    trained them (up to the last checkpoint), so a loaded run still says what it cost."""
 
     config: GrokConfig
     steps: np.ndarray
@@ -138,6 +140,8 @@ class GrokRun:
     seconds: float
     seconds_per_step: float
     cpu_seconds_per_step: float
+    train_seconds: float = float("nan")
+    train_cpu_seconds: float = float("nan")
 
 
 def run_folder(cfg: GrokConfig, device: torch.device | str = "cpu",
@@ -222,6 +226,7 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     bar = progress_bar(total=cfg.n_steps, initial=min(start, cfg.n_steps), enabled=progress,
                        desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
     t_train, c_train = time.perf_counter(), time.process_time()
+    clock = [float(c) for c in ckpt.get("clock", [0.0, 0.0])]  # time of the stored steps
     diverged = torch.full((cfg.n_runs,), -1, device=dev)  # step of a first non-finite loss
     while step < cfg.n_steps:
         for t in params.values():
@@ -242,6 +247,8 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
             with torch.no_grad():  # never store a diverged state, finished or not
                 loss, _ = loss_and_accuracy(params, data[0], data[1])
             _raise_if_diverged(_mark_diverged(diverged, loss, step), cfg, folder)
+            ckpt["clock"] = [clock[0] + time.perf_counter() - t_train,
+                             clock[1] + time.process_time() - c_train]
             _save(ckpt, folder)
         bar.update(1)
         if callback is not None:
@@ -284,9 +291,11 @@ def _adamw(rule: UpdateRule, params: dict[str, torch.Tensor], grads: dict[str, t
 def _result(cfg: GrokConfig, ckpt: dict, folder: Path, start: int, seconds: float,
             per_step: float, cpu_per_step: float) -> GrokRun:
     steps, arrays = read_records(ckpt, cfg.n_steps, cfg.log_every, cfg.tols, folder)
+    clock = [float(c) for c in ckpt.get("clock", [np.nan, np.nan])]
     return GrokRun(cfg, steps, **arrays, params=ckpt["params"],
                    folder=folder, resumed_from=start, seconds=seconds, seconds_per_step=per_step,
-                   cpu_seconds_per_step=cpu_per_step)
+                   cpu_seconds_per_step=cpu_per_step, train_seconds=clock[0],
+                   train_cpu_seconds=clock[1])
 
 
 def first_step_above(steps: np.ndarray, values: np.ndarray, threshold: float) -> np.ndarray:
