@@ -104,7 +104,9 @@ def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]], *, lam: float
     """Judge each ``name: (C (n_runs, n_points), x (n_points,))`` of ``series``.
 
     Each row is :func:`flowlaws.percolation.cascade_controls.judged`'s record plus ``name``,
-    ``holm`` (rejected after Holm's correction over all rows), ``runs_needed`` (the fewest of
+    ``holm`` (rejected after Holm's correction over the ``n_tests`` rows actually tested),
+    ``final`` (the verdict after the correction: a cascade whose p-value does not survive it is
+    "inconclusive"), ``runs_needed`` (the fewest of
     ``sizes`` runs, observed runs resampled, at which the power at ``lam`` reaches 0.8, with
     ``n_power_size`` injections per size; None if none did or power was not measurable),
     ``sizes_tried`` and ``powers_tried``, and ``constant`` (nothing to judge, verdict
@@ -130,10 +132,17 @@ def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]], *, lam: float
                      n_power=n_power, n_boot=n_boot, n_surrogates=n_surrogates)
         rec.update(name=name, constant=False)
         rows.append(rec)
-    p = np.array([r["p_value"] for r in rows], dtype=float)
-    rejected = holm(np.where(np.isfinite(p), p, 1.0), alpha)
-    for r, rej in zip(rows, rejected, strict=True):
+    run = [r for r in rows if not r["constant"]]  # Holm over the tests actually run
+    p = np.array([r["p_value"] for r in run], dtype=float)
+    rejected = holm(np.where(np.isfinite(p), p, 1.0), alpha) if run else []
+    for r in rows:
+        r["holm"], r["n_tests"] = False, len(run)
+    for r, rej in zip(run, rejected, strict=True):
         r["holm"] = bool(rej)
+    for r in rows:  # a cascade counts only when its p-value survives the correction
+        r["final"] = ("inconclusive" if r["verdict"] == "cascade" and not r["holm"]
+                      else r["verdict"])
+    for r in rows:
         r["runs_needed"], r["sizes_tried"], r["powers_tried"] = None, [], []
         if r["constant"] or not power_fits(r["n_points"], lam) or r["power"] >= POWER_TARGET:
             continue

@@ -47,3 +47,6 @@ def test_judge_series_marks_a_constant_order_parameter_and_corrects_for_the_rest
     assert not rows[1]["constant"] and rows[1]["verdict"] in ("cascade", "no cascade",
                                                                "inconclusive")
     assert all(isinstance(r["holm"], bool) and r["runs_needed"] is None for r in rows)
+    assert [r["n_tests"] for r in rows] == [1, 1]  # the constant one is not a test
+    assert rows[1]["final"] == ("inconclusive" if rows[1]["verdict"] == "cascade"
+                                and not rows[1]["holm"] else rows[1]["verdict"])
