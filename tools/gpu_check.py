@@ -75,11 +75,12 @@ def notebooks(cpu_smoke: bool, device: str, timeout: float) -> dict:
                      checked=len(plans), failed=[])
     import papermill
 
-    out = Path(tempfile.mkdtemp(prefix="gpu-check-"))
-    os.environ.setdefault("FLOWLAWS_CACHE", str(out / "cache"))
     from flowlaws.book.progress import STATIC_BUILD_ENV
 
-    os.environ[STATIC_BUILD_ENV] = "1"
+    out = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    saved = {k: os.environ.get(k) for k in ("FLOWLAWS_CACHE", STATIC_BUILD_ENV)}
+    # the kernels inherit these: smoke caches in a throw-away folder, no live widgets
+    os.environ["FLOWLAWS_CACHE"], os.environ[STATIC_BUILD_ENV] = str(out / "cache"), "1"
 
     def run(item: tuple[str, dict]) -> str | None:
         path, params = item
@@ -91,8 +92,12 @@ def notebooks(cpu_smoke: bool, device: str, timeout: float) -> dict:
         except Exception as error:  # noqa: BLE001 - every failure is listed, none stops the rest
             return f"{path}: {type(error).__name__}: {str(error).splitlines()[-1:]}"
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        failed = [f for f in pool.map(run, plans.items()) if f]
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            failed = [f for f in pool.map(run, plans.items()) if f]
+    finally:  # the full preset trains into the reader's cache, where a rerun resumes it
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     return _step("notebooks at smoke size", t0, device=device, executed=len(plans),
                  checked=len(plans), failed=failed)
 
