@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VENDOR := _vendor/.complete
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: help env book test lab bench lint clean chromium
+.PHONY: help env book test lab bench lint clean chromium gpu-check
 
 help:
 	@echo "make book   build the HTML book into _build/html (creates .venv when missing)"
@@ -16,6 +16,7 @@ help:
 	@echo "make lab    open JupyterLab on book/"
 	@echo "make bench  print speed ratios measured side by side"
 	@echo "make lint   ruff on the library, tests, tools and notebooks"
+	@echo "make gpu-check  on a CUDA machine: unit tests, notebooks on cuda, the full grokking preset"
 
 # The environment is (re)built when the pins or the package metadata change.
 $(STAMP): requirements/pins.txt requirements/nodeps.txt pyproject.toml
@@ -72,6 +73,10 @@ lint: env
 
 bench: env
 	$(PY) -m bench
+
+# Under 8 minutes on a GPU; refuses without CUDA (tools/gpu_check.py --cpu-smoke tests its path).
+gpu-check: env
+	$(PY) tools/gpu_check.py
 
 clean:
 	rm -rf _build _vendor

@@ -82,8 +82,14 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
 - :mod:`flowlaws.percolation.adaptive`
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
+- :mod:`flowlaws.percolation.grok_model`
+  modular addition and Nanda et al.'s one-layer Transformer, batched over runs (II.7)
 - :mod:`flowlaws.percolation.grokking`
-  an ensemble of one-layer Transformers on modular addition (II.7)
+  training a grokking ensemble, interruptibly, with its records (II.7)
+- :mod:`flowlaws.percolation.grok_fourier`
+  MLP neurons' key frequencies and the frequency C_max (II.7)
+- :mod:`flowlaws.percolation.grok_analysis`
+  delay ratios, runs aligned by their grokking step, verdicts with Holm's correction (II.7)
 - :mod:`flowlaws.percolation.grok_store`
   a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
 - :mod:`flowlaws.percolation.fragmentation`

@@ -135,9 +135,10 @@ def cmax_from_forests(forests: torch.Tensor | np.ndarray, tols: tuple[float, ...
 
 
 def _mlp_neurons(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The MLP as ``V = [W_in, b_in]`` ``(R, d_mlp, d_model + 1)`` and ``U = W_out``."""
-    V = torch.cat([params["W_in"], params["b_in"][..., None]], dim=-1).detach().double().cpu()
-    return V, params["W_out"].detach().double().cpu()
+    """The MLP as ``V = [W_in, b_in]`` ``(R, d_mlp, d_model + 1)`` and ``U = W_out``, float64 on
+    the parameters' device (distances are computed there; only the forests come to the CPU)."""
+    V = torch.cat([params["W_in"], params["b_in"][..., None]], dim=-1).detach().double()
+    return V, params["W_out"].detach().double()
 
 
 def _neuron_distances(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -155,7 +156,7 @@ def merge_order_parameter(params: dict[str, torch.Tensor], tols: tuple[float, ..
     :func:`flowlaws.percolation.clusters.cmax` of these vectors at each ``tol``.
     """
     V, U = _mlp_neurons(params)
-    out = np.stack([cmax(V, U, tol).numpy() for tol in np.atleast_1d(tols)], axis=1)
+    out = np.stack([cmax(V, U, tol).cpu().numpy() for tol in np.atleast_1d(tols)], axis=1)
     return out[:, 0] if np.ndim(tols) == 0 else out
 
 
@@ -163,10 +164,10 @@ def nearest_neighbour_distance(params: dict[str, torch.Tensor]) -> np.ndarray:
     """``(R,)`` the median over live MLP neurons of the relative distance to the nearest other
     neuron: a continuous measure of how close the neurons are to merging."""
     dist, alive = _neuron_distances(params)
-    far = torch.where(alive[:, None, :] & ~torch.eye(dist.shape[1], dtype=torch.bool),
-                      dist, torch.inf)
+    eye = torch.eye(dist.shape[1], dtype=torch.bool, device=dist.device)
+    far = torch.where(alive[:, None, :] & ~eye, dist, torch.inf)
     nn = torch.where(alive, far.min(-1).values, torch.nan)
-    return nn.nanmedian(-1).values.numpy()
+    return nn.nanmedian(-1).values.cpu().numpy()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,7 +255,7 @@ def load_checkpoint(folder: Path, device: torch.device, version: int, check) -> 
 
 def check_checkpoint(ckpt: dict, shapes: dict[str, tuple], metrics: list[str]) -> None:
     """Raise when ``ckpt`` lacks what training needs: the fields, parameters and AdamW moments
-    of ``shapes``, the ``metrics`` records and the spanning forests."""
+    of ``shapes``, the ``metrics`` records, the spanning forests and the key frequencies."""
     missing = {"step", "params", "state", "rng", "metrics", "record_every"} - set(ckpt)
     if missing:
         raise KeyError(f"it lacks {sorted(missing)}")
@@ -264,7 +265,7 @@ def check_checkpoint(ckpt: dict, shapes: dict[str, tuple], metrics: list[str]) -
         for m in "mv":
             if ckpt["state"][f"{m}.{k}"].shape != ckpt["params"][k].shape:
                 raise ValueError(f"its AdamW moment {m}.{k} has the wrong shape")
-    lengths = {len(ckpt["metrics"][n]) for n in ("steps", "forests", *metrics)}
+    lengths = {len(ckpt["metrics"][n]) for n in ("steps", "forests", "freqs", *metrics)}
     if len(lengths) != 1:
         raise KeyError("its metrics records have different lengths")
 
@@ -272,7 +273,8 @@ def check_checkpoint(ckpt: dict, shapes: dict[str, tuple], metrics: list[str]) -
 def read_records(ckpt: dict, n_steps: int, log_every: int, tols: tuple[float, ...],
                  folder: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``(steps, {metric: array})`` of the stored records at every ``log_every`` steps up to
-    ``n_steps``, ``c_max`` computed at ``tols`` from the stored forests. Steps asked for but
+    ``n_steps``, ``c_max`` computed at ``tols`` from the stored forests, ``freqs`` the stored key
+    frequencies ``(T, R, d_mlp, 2)``. Steps asked for but
     recorded more coarsely are left out, with a warning naming ``folder``."""
     m, steps = ckpt["metrics"], np.asarray(ckpt["metrics"]["steps"])
     keep = (steps <= n_steps) & (steps % log_every == 0)
@@ -283,8 +285,9 @@ def read_records(ckpt: dict, n_steps: int, log_every: int, tols: tuple[float, ..
                       f"{len(asked) - keep.sum()} steps it did not record, left out (delete the "
                       "folder to train again at this resolution)", GrokStoreWarning, stacklevel=4)
     arrays = {n: np.asarray(v, dtype=float)[keep] for n, v in m.items()
-              if n not in ("steps", "forests")}
+              if n not in ("steps", "forests", "freqs")}
     forests = torch.stack(m["forests"]).numpy()[keep]
+    arrays["freqs"] = torch.stack(m["freqs"]).numpy()[keep]
     arrays["c_max"] = cmax_from_forests(forests, tols)
     return steps[keep], arrays
 

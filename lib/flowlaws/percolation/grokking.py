@@ -1,19 +1,10 @@
 """Grokking on modular addition: an ensemble of one-layer Transformers trained at once.
 
-The task (Power et al., 2022; Nanda et al., 2023): the inputs are the three tokens
-``(a, b, =)`` for every pair ``0 ≤ a, b < p`` (the token ``=`` is the number ``p``), the label
-is ``(a + b) mod p``; a seeded random ``fraction`` of the ``p²`` pairs is the training set,
-the rest the test set. Trained full-batch with AdamW and a strong weight decay, the network
-first memorises the training set (train accuracy 1, test accuracy at chance) and only much
-later generalises: test accuracy jumps to 1.
-
-The model is Nanda et al.'s one-layer Transformer without layer norm: token and position
-embeddings, one attention layer of ``n_heads`` heads (written out with ``einsum``), a ReLU
-MLP of ``d_mlp`` neurons with biases, an unembedding to the ``p`` answers, read at the last
-position (the ``=`` token; with one layer nothing else reaches the logits, so only that
-position's query and MLP are computed). Every parameter carries a leading ensemble dimension ``R``:
-``R`` networks with different initial weights (run ``r`` is initialised from seed
-``seed + r``) train at once as batched tensors, on the same split.
+The task and the model (Nanda et al.'s one-layer Transformer, every parameter with a leading
+ensemble dimension ``R``) are in :mod:`flowlaws.percolation.grok_model` and re-exported here.
+Trained full-batch with AdamW and a strong weight decay, the network first memorises the
+training set (train accuracy 1, test accuracy near chance) and only much later generalises:
+test accuracy jumps to 1. All ``R`` runs train on the same split.
 
 The optimiser is AdamW as written once for the book (:class:`flowlaws.common.optim.UpdateRule`,
 the update of :class:`torch.optim.AdamW`: decoupled weight decay, bias-corrected moments), with
@@ -23,8 +14,10 @@ Every ``log_every`` steps :func:`train` records, per run, train and test accurac
 and the *merge order parameter* ``C_max``: MLP neuron ``i`` is the vector
 ``[W_in[i, :], b_in[i], W_out[:, i]]`` and ``C_max`` is the size of the largest group of
 neurons linked by relative distances below ``tol`` (:func:`flowlaws.percolation.clusters.cmax`;
-NaN for a run whose weights are not finite), for each
-``tol`` in ``tols``, and the median distance of a neuron to its nearest neighbour. Every
+NaN for a run whose weights are not finite), for each ``tol`` in ``tols``, the median
+distance of a neuron to its nearest neighbour, and every MLP neuron's key frequency and its
+share (:func:`flowlaws.percolation.grok_fourier.neuron_frequencies`: the functional order
+parameter is computed from them at any share threshold). Every
 ``checkpoint_every`` steps the whole state (parameters, AdamW moments, step, metrics so far,
 RNG state) is written beside the previous checkpoint, then replaces it, in a folder keyed by
 what determines the trajectory and by nothing else (:mod:`flowlaws.percolation.grok_store`:
@@ -38,7 +31,6 @@ Explained in: book/02_percolation/07_grokking.ipynb
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import math
@@ -49,12 +41,23 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from flowlaws.book.cache import cache_dir as default_cache_dir
 from flowlaws.book.progress import bar as progress_bar
-from flowlaws.common.checks import as_betas, as_float, as_int
 from flowlaws.common.optim import EnsembleDivergenceError, UpdateRule
+from flowlaws.percolation.grok_fourier import neuron_frequencies
+from flowlaws.percolation.grok_model import (
+    DTYPES,
+    PARAM_NAMES,
+    GrokConfig,
+    _shapes,
+    all_pairs,
+    forward,
+    init_params,
+    loss_and_accuracy,
+    mlp_activations,
+    modular_data,
+)
 from flowlaws.percolation.grok_store import (
     GrokStoreWarning,
     _mlp_neurons,
@@ -78,8 +81,10 @@ __all__ = [
     "GrokConfig",
     "GrokDivergenceError",
     "modular_data",
+    "all_pairs",
     "init_params",
     "forward",
+    "mlp_activations",
     "loss_and_accuracy",
     "merge_order_parameter",
     "nearest_neighbour_distance",
@@ -90,185 +95,35 @@ __all__ = [
 ]
 
 
-TRAINING_CODE_VERSION = 2
+TRAINING_CODE_VERSION = 3
 """The version of the training math (model, loss, AdamW, warm-up, initialisation, data split).
 Bump it by hand when a change alters the trajectory: stored runs of another version are then
-trained again, with a warning; any other change of the library keeps them."""
+trained again, with a warning; any other change of the library keeps them. (Version 3 added
+the key-frequency records, without which a stored run cannot give the functional order
+parameter.)"""
 
-
-PARAM_NAMES = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_in", "b_in", "W_out", "b_out",
-               "W_U")
-
-
-DTYPES = ("float32", "float64")
 
 
 METRICS = ("train_acc", "test_acc", "train_loss", "test_loss", "c_max", "nn_distance")
-
-
-@dataclass(frozen=True)
-class GrokConfig:
-    """Everything that defines a grokking ensemble; the defaults are Nanda et al.'s setting.
-
-    ``n_steps``, ``checkpoint_every``, ``log_every`` and ``tols`` do not change the trajectory,
-    so they are not part of the run's key (:func:`run_folder`): a longer run resumes from a
-    shorter one, and other metrics are recomputed from the stored records.
-    """
-
-    p: int = 113                 # the modulus; p + 1 tokens (0..p-1 and '=')
-    fraction: float = 0.3        # fraction of the p² pairs used for training
-    d_model: int = 128           # residual-stream width
-    n_heads: int = 4             # attention heads, each of width d_model // n_heads
-    d_mlp: int = 512             # MLP neurons
-    lr: float = 1e-3             # AdamW learning rate (after warm-up)
-    weight_decay: float = 1.0    # AdamW decoupled weight decay
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-8
-    warmup: int = 10             # steps of linear learning-rate warm-up
-    n_runs: int = 4              # ensemble size R
-    seed: int = 0                # run r is initialised from seed + r
-    data_seed: int = 0           # seed of the train/test split (shared by the ensemble)
-    n_steps: int = 10_000        # full-batch steps
-    log_every: int = 50          # steps between recorded metrics
-    checkpoint_every: int = 1000  # steps between checkpoints
-    tols: tuple[float, ...] = (0.05,)  # relative distances below which MLP neurons merge
-    dtype: str = "float32"
-
-    def __post_init__(self) -> None:
-        # refuse what cannot train before any folder is made; numpy scalars become Python
-        # numbers (the config is written as JSON)
-        fix = functools.partial(object.__setattr__, self)  # the dataclass is frozen
-        for name in ("p", "d_model", "n_heads", "d_mlp", "n_runs", "log_every",
-                     "checkpoint_every"):
-            fix(name, as_int(name, getattr(self, name), minimum=1))
-        for name in ("warmup", "n_steps"):
-            fix(name, as_int(name, getattr(self, name), minimum=0))
-        for name in ("seed", "data_seed"):
-            fix(name, as_int(name, getattr(self, name)))
-        if self.p < 2:
-            raise ValueError(f"p must be at least 2, got {self.p}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        fix("fraction", as_float("fraction", self.fraction))
-        if not 0 < self.fraction < 1:
-            raise ValueError(f"fraction must lie in (0, 1), got {self.fraction}")
-        if not 0 < round(self.fraction * self.p**2) < self.p**2:
-            raise ValueError(f"fraction={self.fraction} of p²={self.p**2} pairs leaves an "
-                             "empty training or test set")
-        fix("lr", as_float("lr", self.lr, positive=True))
-        fix("eps", as_float("eps", self.eps, positive=True))
-        fix("weight_decay", as_float("weight_decay", self.weight_decay, nonnegative=True))
-        fix("betas", as_betas("betas", self.betas))
-        tols = self.tols if isinstance(self.tols, tuple | list) else (self.tols,)
-        fix("tols", tuple(as_float(f"tols[{i}]", t, positive=True) for i, t in enumerate(tols)))
-        if not tols or max(self.tols) >= 1:
-            raise ValueError(f"tols must be relative distances in (0, 1), got {self.tols}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r} (half precision "
-                             "overflows in training and underflows AdamW's eps)")
-
-    def key_params(self, device: torch.device) -> dict:
-        """The parameters that define the trajectory (the run folder's key)."""
-        d = dataclasses.asdict(self)
-        for k in ("n_steps", "checkpoint_every", "log_every", "tols"):
-            d.pop(k)
-        d["betas"] = list(d["betas"])
-        d["device"] = torch.device(device).type
-        return d
-
 
 class GrokDivergenceError(EnsembleDivergenceError):
     """A grokking run whose loss became NaN or infinite (``runs``, ``steps``, ``lr``); it is
     not saved: the run folder keeps its last finite checkpoint."""
 
 
-def modular_data(p: int, fraction: float, seed: int = 0, device: torch.device | str = "cpu"
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(x_train, y_train, x_test, y_test)``: tokens ``(n, 3)`` rows ``(a, b, p)``, labels
-    ``(a + b) mod p``; a random ``round(fraction · p²)`` pairs (permutation seeded by
-    ``seed``) are the training set."""
-    a, b = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
-    x = torch.stack([a.flatten(), b.flatten(), torch.full((p * p,), p)], dim=1)
-    y = (x[:, 0] + x[:, 1]) % p
-    perm = torch.randperm(p * p, generator=torch.Generator().manual_seed(seed))
-    n_train = round(fraction * p * p)
-    tr, te = perm[:n_train], perm[n_train:]
-    return tuple(t.to(device) for t in (x[tr], y[tr], x[te], y[te]))
-
-
-def _shapes(cfg: GrokConfig) -> dict[str, tuple[int, ...]]:  # one network's
-    d, H, m, p = cfg.d_model, cfg.n_heads, cfg.d_mlp, cfg.p
-    return {"W_E": (p + 1, d), "W_pos": (3, d), "W_Q": (H, d // H, d), "W_K": (H, d // H, d),
-            "W_V": (H, d // H, d), "W_O": (d, d), "W_in": (m, d), "b_in": (m,),
-            "W_out": (d, m), "b_out": (d,), "W_U": (d, p)}
-
-
-def init_params(cfg: GrokConfig, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-    """Nanda et al.'s initialisation, ``R = cfg.n_runs`` independent networks stacked.
-
-    Gaussian weights of standard deviation ``1/√d_model`` (``1/√p`` for the unembedding),
-    zero biases. Shapes (leading ``R``): ``W_E (p+1, d)``, ``W_pos (3, d)``,
-    ``W_Q, W_K, W_V (H, d_head, d)``, ``W_O (d, H·d_head)``, ``W_in (d_mlp, d)``,
-    ``b_in (d_mlp,)``, ``W_out (d, d_mlp)``, ``b_out (d,)``, ``W_U (d, p)``.
-    """
-    shapes, d, p = _shapes(cfg), cfg.d_model, cfg.p
-    dtype = getattr(torch, cfg.dtype)
-    runs = []
-    for r in range(cfg.n_runs):
-        g = torch.Generator().manual_seed(cfg.seed + r)
-        one = {}
-        for name, shape in shapes.items():
-            scale = 0.0 if name.startswith("b_") else 1 / math.sqrt(p if name == "W_U" else d)
-            one[name] = torch.randn(shape, generator=g, dtype=torch.float64) * scale
-        runs.append(one)
-    return {k: torch.stack([o[k] for o in runs]).to(device=device, dtype=dtype)
-            for k in PARAM_NAMES}
-
-
-def forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """Logits ``(R, n, p)`` of the ensemble at the last position, for tokens ``x`` ``(n, 3)``.
-
-    Attention, written out: the last position's query ``q = W_Q e₂`` (``e_t`` the embedding
-    of position ``t``), keys ``k_t = W_K e_t`` and values ``v_t = W_V e_t``, per head
-    ``attn_t = softmax_t(q·k_t/√d_head)``, output ``W_O Σ_t attn_t v_t`` (the last position
-    sees all three, so the causal mask changes nothing there).
-    """
-    P = params
-    R, H, dh, d = P["W_Q"].shape
-    resid = P["W_E"][:, x] + P["W_pos"][:, None]                   # (R, n, 3, d)
-    last = resid[:, :, -1]                                          # (R, n, d)
-    q = torch.einsum("rnd,rjd->rnj", last, P["W_Q"].reshape(R, H * dh, d))
-    k = torch.einsum("rntd,rjd->rntj", resid, P["W_K"].reshape(R, H * dh, d))
-    v = torch.einsum("rntd,rjd->rntj", resid, P["W_V"].reshape(R, H * dh, d))
-    q, k, v = q.view(R, -1, 1, H, dh), k.view(R, -1, 3, H, dh), v.view(R, -1, 3, H, dh)
-    attn = torch.softmax((q * k).sum(-1) / math.sqrt(dh), dim=2)  # (R, n, 3, H)
-    z = (attn[..., None] * v).sum(2).reshape(R, -1, H * dh)
-    last = last + torch.einsum("rnj,rdj->rnd", z, P["W_O"])
-    hidden = F.relu(torch.einsum("rnd,rmd->rnm", last, P["W_in"]) + P["b_in"][:, None])
-    last = last + torch.einsum("rnm,rdm->rnd", hidden, P["W_out"]) + P["b_out"][:, None]
-    return torch.einsum("rnd,rdc->rnc", last, P["W_U"])
-
-
-def loss_and_accuracy(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-run mean cross-entropy (log-softmax in float64, as Nanda et al.) and accuracy,
-    both ``(R,)``."""
-    logits = forward(params, x)
-    logp = torch.log_softmax(logits.double(), dim=-1)
-    loss = -logp.gather(-1, y.expand(logits.shape[0], -1)[..., None]).squeeze(-1).mean(-1)
-    acc = (logits.argmax(-1) == y).double().mean(-1)
-    return loss, acc
-
-
 @dataclass
 class GrokRun:
     """What :func:`train` returns. ``steps`` ``(T,)``; ``train_acc``, ``test_acc``,
     ``train_loss``, ``test_loss``, ``nn_distance`` ``(T, R)``; ``c_max`` ``(T, R, n_tols)``
-    (one column per ``config.tols``); ``params`` the latest stored parameters;
+    (one column per ``config.tols``); ``freqs`` ``(T, R, d_mlp, 2)`` every MLP neuron's key
+    frequency and its share (:func:`flowlaws.percolation.grok_fourier.frequency_cmax` turns
+    them into the functional order parameter); ``params`` the latest stored parameters;
     ``folder`` the run folder; ``resumed_from`` the step it resumed from (0: fresh);
     ``seconds`` the wall time of this call; ``seconds_per_step`` (wall) and
     ``cpu_seconds_per_step`` (this process's CPU time: on a shared machine, closer to what the
-    step costs alone) of the steps it trained (NaN if none)."""
+    step costs alone) of the steps it trained (NaN if none); ``train_seconds`` and
+    ``train_cpu_seconds`` the wall and CPU time spent on the stored steps over every call that
+    trained them (up to the last checkpoint), so a loaded run still says what it cost."""
 
     config: GrokConfig
     steps: np.ndarray
@@ -278,12 +133,15 @@ class GrokRun:
     test_loss: np.ndarray
     c_max: np.ndarray
     nn_distance: np.ndarray
+    freqs: np.ndarray
     params: dict[str, torch.Tensor]
     folder: Path
     resumed_from: int
     seconds: float
     seconds_per_step: float
     cpu_seconds_per_step: float
+    train_seconds: float = float("nan")
+    train_cpu_seconds: float = float("nan")
 
 
 def run_folder(cfg: GrokConfig, device: torch.device | str = "cpu",
@@ -302,6 +160,7 @@ def _record(metrics: dict[str, list], step: int, params, data) -> None:
         metrics[name].append(val.cpu().tolist())
     metrics["forests"].append(neuron_forests(*_mlp_neurons(params)))  # C_max at any tol
     metrics["nn_distance"].append(nearest_neighbour_distance(params).tolist())
+    metrics["freqs"].append(neuron_frequencies(params, data[4]))
 
 
 def _checker(cfg: GrokConfig):
@@ -316,7 +175,8 @@ def _fresh(cfg: GrokConfig, dev: torch.device, data) -> dict:
     ckpt = {"step": 0, "params": params, "rng": torch.get_rng_state(),
             "state": {f"{m}.{k}": torch.zeros_like(t) for k, t in params.items() for m in "mv"},
             # the AdamW moments of parameter k as "m.k" and "v.k": a flat dict of tensors
-            "metrics": {"steps": [], "forests": [], **{n: [] for n in METRICS if n != "c_max"}},
+            "metrics": {"steps": [], "forests": [], "freqs": [],
+                        **{n: [] for n in METRICS if n != "c_max"}},
             "record_every": cfg.log_every, "training_code_version": TRAINING_CODE_VERSION}
     _record(ckpt["metrics"], 0, params, data)
     return ckpt
@@ -344,7 +204,7 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     t0 = time.perf_counter()
     dev = torch.device(device or "cpu")
     folder = run_folder(cfg, dev, cache_dir)
-    data = modular_data(cfg.p, cfg.fraction, cfg.data_seed, dev)
+    data = (*modular_data(cfg.p, cfg.fraction, cfg.data_seed, dev), cfg.p)
     ckpt = load_checkpoint(folder, dev, TRAINING_CODE_VERSION, _checker(cfg))
     if ckpt is not None:
         torch.set_rng_state(ckpt["rng"].cpu())
@@ -366,6 +226,7 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     bar = progress_bar(total=cfg.n_steps, initial=min(start, cfg.n_steps), enabled=progress,
                        desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
     t_train, c_train = time.perf_counter(), time.process_time()
+    clock = [float(c) for c in ckpt.get("clock", [0.0, 0.0])]  # time of the stored steps
     diverged = torch.full((cfg.n_runs,), -1, device=dev)  # step of a first non-finite loss
     while step < cfg.n_steps:
         for t in params.values():
@@ -386,6 +247,8 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
             with torch.no_grad():  # never store a diverged state, finished or not
                 loss, _ = loss_and_accuracy(params, data[0], data[1])
             _raise_if_diverged(_mark_diverged(diverged, loss, step), cfg, folder)
+            ckpt["clock"] = [clock[0] + time.perf_counter() - t_train,
+                             clock[1] + time.process_time() - c_train]
             _save(ckpt, folder)
         bar.update(1)
         if callback is not None:
@@ -428,9 +291,11 @@ def _adamw(rule: UpdateRule, params: dict[str, torch.Tensor], grads: dict[str, t
 def _result(cfg: GrokConfig, ckpt: dict, folder: Path, start: int, seconds: float,
             per_step: float, cpu_per_step: float) -> GrokRun:
     steps, arrays = read_records(ckpt, cfg.n_steps, cfg.log_every, cfg.tols, folder)
+    clock = [float(c) for c in ckpt.get("clock", [np.nan, np.nan])]
     return GrokRun(cfg, steps, **arrays, params=ckpt["params"],
                    folder=folder, resumed_from=start, seconds=seconds, seconds_per_step=per_step,
-                   cpu_seconds_per_step=cpu_per_step)
+                   cpu_seconds_per_step=cpu_per_step, train_seconds=clock[0],
+                   train_cpu_seconds=clock[1])
 
 
 def first_step_above(steps: np.ndarray, values: np.ndarray, threshold: float) -> np.ndarray:

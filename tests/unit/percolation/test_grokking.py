@@ -219,3 +219,13 @@ def test_divergence_is_reported_per_run_with_the_warm_up_lr(tmp_path, monkeypatc
     assert err.runs == [1] and err.steps == [0] and err.step == 0
     assert "1 of 2 runs diverged" in str(err) and "with lr=0.01" in str(err)
     assert "warming up to lr=1" in str(err)
+
+
+def test_a_loaded_run_still_says_what_its_steps_cost(tmp_path):
+    cfg = GrokConfig(**TINY, n_steps=8)
+    first = grokking.train(cfg, cache_dir=tmp_path, progress=False)
+    again = grokking.train(cfg, cache_dir=tmp_path, progress=False)
+    assert 0 < first.train_cpu_seconds and 0 < first.train_seconds
+    assert (again.train_seconds, again.train_cpu_seconds) == (first.train_seconds,
+                                                               first.train_cpu_seconds)
+    assert math.isnan(again.seconds_per_step)
