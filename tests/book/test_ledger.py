@@ -37,7 +37,6 @@ GLUE = re.compile(r"\b(?:glue|record_value)\(\s*(f?)[\"']([^\"']+)[\"']")
 # (test_awaiting_keys_are_not_glued_yet fails until you do); when the set is empty, delete it.
 _AWAITED = {
     "02_percolation/06_adaptive": ["adam_cascade"],
-    "02_percolation/07_grokking": ["grokking_delayed", "grokking_cascade"],
     "02_percolation/08_real_data": ["heart_lambda171", "images_cascade"],
     "02_percolation/09_fragmentation": ["fragmentation"],
 }
