@@ -70,7 +70,7 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.cascade_controls`
   the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
 - :mod:`flowlaws.percolation.cascade_verdicts`
-  a trained ensemble judged, the seed's surrogate test beside it, runs for power, ledger (II.6, II.8)
+  a trained ensemble judged, the seed's surrogate test beside it, power size, ledger (II.6, II.8)
 - :mod:`flowlaws.percolation.adaptive`
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
 - :mod:`flowlaws.percolation.grokking`
