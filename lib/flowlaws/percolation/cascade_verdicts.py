@@ -50,7 +50,9 @@ def seed_test(C: np.ndarray, x: np.ndarray, *, n_surrogates: int, alpha: float =
 
     Keys: ``seed_p`` (rank p-value), ``raw_rate`` (fraction of surrogates on which the raw
     detector reports a cascade), ``n_surrogates``, ``raw_found`` (whether it reports one on
-    ``R``), ``raw_lam`` and ``raw_lam_err`` (its λ, NaN if none), ``raw_peaks`` (its peaks).
+    ``R``), ``raw_lam`` and ``raw_lam_err`` (its λ, NaN if none), ``raw_peaks`` (its peaks),
+    ``seed_score`` and ``seed_scores`` (the observed score and the surrogates', in units of the
+    noise scale of ``R``).
     """
     R = relative_variance(finite_runs(np.asarray(C, dtype=float)))
     t = surrogate_test(R, np.asarray(x, dtype=float), n_surrogates=n_surrogates, alpha=alpha,
@@ -61,7 +63,8 @@ def seed_test(C: np.ndarray, x: np.ndarray, *, n_surrogates: int, alpha: float =
             "n_surrogates": int(n_surrogates), "raw_found": bool(c.found),
             "raw_lam": float(est.lam) if est else float("nan"),
             "raw_lam_err": float(est.lam_err) if est else float("nan"),
-            "raw_peaks": [float(v) for v in c.peaks.p] if c.found else []}
+            "raw_peaks": [float(v) for v in c.peaks.p] if c.found else [],
+            "seed_score": float(t.score), "seed_scores": [float(v) for v in t.scores]}
 
 
 def ensemble_verdict(C: np.ndarray, x: np.ndarray, *, lam: float, alpha: float = 0.05,
