@@ -1,4 +1,9 @@
-"""Reactive fragmentation: merged neurons that split again after a task switch.
+"""Reactive fragmentation: merged neurons that split again after a task switch, and how often.
+
+:func:`task_switch` trains, switches task and counts the splits in each run's Reeb graph;
+:func:`split_fraction` and :func:`split_difference` give the fraction of runs that split and a
+difference of two such fractions with score intervals over the runs, and
+:func:`fragmentation_verdict` the three-way verdict of a switch against a control.
 
 Explained in: book/02_percolation/09_fragmentation.ipynb.
 """
@@ -8,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.stats import binomtest
 
 from flowlaws.percolation.clusters import DEFAULT_TOL
 from flowlaws.percolation.ensemble import TwoLayerShape, split_params
@@ -17,6 +23,9 @@ from flowlaws.percolation.sde import sgd_discrete
 __all__ = [
     "SwitchResult",
     "task_switch",
+    "split_fraction",
+    "split_difference",
+    "fragmentation_verdict",
 ]
 
 
@@ -68,3 +77,38 @@ def task_switch(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
         splits.append([e for e in events if e.kind == "split"])
         merges.append([e for e in events if e.kind == "merge"])
     return SwitchResult(times, states, t_switch, graphs, splits, merges)
+
+
+def split_fraction(n_splits: np.ndarray | list[int], level: float = 0.95
+                   ) -> tuple[float, float, float]:
+    """``(f, lo, hi)``: the fraction ``f`` of runs with at least one split (``n_splits`` ``(R,)``
+    splits per run) and its Wilson score interval at ``level`` over the runs
+    (``scipy.stats.binomtest``)."""
+    split = np.asarray(n_splits) > 0
+    if split.size == 0:
+        raise ValueError("n_splits is empty: no run to count")
+    ci = binomtest(int(split.sum()), int(split.size)).proportion_ci(level, method="wilson")
+    return float(split.mean()), float(ci.low), float(ci.high)
+
+
+def split_difference(first: np.ndarray | list[int], second: np.ndarray | list[int],
+                     level: float = 0.95) -> tuple[float, float, float]:
+    """``(d, lo, hi)``: ``d`` = split fraction of ``second`` minus that of ``first`` (two
+    independent groups of runs, splits per run) with Newcombe's hybrid score interval at
+    ``level``, built from the two Wilson intervals (Newcombe 1998, method 10; scipy has no
+    interval for a difference of two proportions)."""
+    p1, l1, u1 = split_fraction(second, level)
+    p2, l2, u2 = split_fraction(first, level)
+    d = p1 - p2
+    return (d, d - float(np.hypot(p1 - l1, u2 - p2)), d + float(np.hypot(u1 - p1, p2 - l2)))
+
+
+def fragmentation_verdict(switch: np.ndarray | list[int], control: np.ndarray | list[int], *,
+                          level: float = 0.95, smallest: float = 0.2) -> str:
+    """Does a task switch split merged pairs (splits per run after the switch) more often than a
+    switch to the same task (``control``)? ``"holds"`` when the interval of the difference
+    (:func:`split_difference`) lies above 0, ``"fails"`` when it lies below ``smallest`` (the
+    switch splits at most that many more runs: no effect worth the name), else
+    ``"inconclusive at this size"``."""
+    _, lo, hi = split_difference(control, switch, level)
+    return "holds" if lo > 0 else "fails" if hi < smallest else "inconclusive at this size"

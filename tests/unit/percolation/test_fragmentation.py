@@ -32,3 +32,26 @@ def test_task_switch_splits_merged_neurons():
         before = [e for e in reeb.reeb_events(G) if e.time <= res.switch_time]
         assert before == []
         assert {n[1] for n in G if G.nodes[n]["time"] == res.switch_time} == {0, 1, 2}
+
+
+def test_split_fraction_is_wilsons_interval():
+    f, lo, hi = fragmentation.split_fraction([0, 2, 1, 0, 3, 0, 0, 0, 0, 0])  # 3 of 10
+    z = 1.959963984540054
+    centre, half = (3 + z**2 / 2) / (10 + z**2), z * np.sqrt(3 * 7 / 10 + z**2 / 4) / (10 + z**2)
+    np.testing.assert_allclose([f, lo, hi], [0.3, centre - half, centre + half], rtol=1e-9)
+
+
+def test_split_difference_matches_newcombes_worked_example():
+    # Newcombe (1998), Stat. Med. 17:873, method 10: 56/70 - 48/80 = 0.2, 95% CI 0.0524 to 0.3339
+    second = [1] * 56 + [0] * 14
+    first = [1] * 48 + [0] * 32
+    d, lo, hi = fragmentation.split_difference(first, second)
+    np.testing.assert_allclose([d, lo, hi], [0.2, 0.0524, 0.3339], atol=5e-5)
+
+
+def test_fragmentation_verdict_is_three_way():
+    none, every = [0] * 32, [1] * 32
+    assert fragmentation.fragmentation_verdict(every, none) == "holds"
+    assert fragmentation.fragmentation_verdict(none, none) == "fails"  # [-0.11, 0.11] < 0.2
+    assert fragmentation.fragmentation_verdict([1, 0, 0], [0, 0, 0]) == \
+        "inconclusive at this size"
