@@ -3,7 +3,9 @@
 :func:`task_switch` trains, switches task and counts the splits in each run's Reeb graph;
 :func:`split_fraction` and :func:`split_difference` give the fraction of runs that split and a
 difference of two such fractions with score intervals over the runs, and
-:func:`fragmentation_verdict` the three-way verdict of a switch against a control.
+:func:`fragmentation_verdict` the three-way verdict of a switch against a control;
+:func:`first_split_times` and :func:`median_shift` compare *when* runs split, which still moves
+when every run splits.
 
 Explained in: book/02_percolation/09_fragmentation.ipynb.
 """
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.stats import binomtest
+from scipy.stats import binomtest, bootstrap
 
 from flowlaws.percolation.clusters import DEFAULT_TOL
 from flowlaws.percolation.ensemble import TwoLayerShape, split_params
@@ -26,6 +28,8 @@ __all__ = [
     "split_fraction",
     "split_difference",
     "fragmentation_verdict",
+    "first_split_times",
+    "median_shift",
 ]
 
 
@@ -112,3 +116,33 @@ def fragmentation_verdict(switch: np.ndarray | list[int], control: np.ndarray | 
     ``"inconclusive at this size"``."""
     _, lo, hi = split_difference(control, switch, level)
     return "holds" if lo > 0 else "fails" if hi < smallest else "inconclusive at this size"
+
+
+def first_split_times(result: SwitchResult) -> np.ndarray:
+    """``(R,)`` time (``lr × step`` units) from the switch to each run's first split; NaN for a
+    run that never splits."""
+    return np.array([min(e.time for e in s) - result.switch_time if s else np.nan
+                     for s in result.splits])
+
+
+def median_shift(first: np.ndarray | list[float], second: np.ndarray | list[float], *,
+                 level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+                 ) -> tuple[float, float, float]:
+    """``(d, lo, hi)``: median of ``second`` minus median of ``first`` (NaN entries, runs that
+    never split, left out) with a percentile bootstrap interval at ``level``, runs resampled
+    within each group (``scipy.stats.bootstrap``). NaN everywhere when either group has fewer
+    than 2 finite entries."""
+    a, b = (np.asarray(x, dtype=float) for x in (first, second))
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if len(a) < 2 or len(b) < 2:
+        return float("nan"), float("nan"), float("nan")
+    d = float(np.median(b) - np.median(a))
+    if np.ptp(a) == 0 and np.ptp(b) == 0:  # every resample gives d: the interval is the point
+        return d, d, d
+
+    def shift(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+        return np.median(y, axis=axis) - np.median(x, axis=axis)
+
+    ci = bootstrap((a, b), shift, n_resamples=n_resamples, confidence_level=level,
+                   method="percentile", random_state=np.random.default_rng(seed)).confidence_interval
+    return d, float(ci.low), float(ci.high)

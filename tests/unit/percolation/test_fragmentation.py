@@ -55,3 +55,17 @@ def test_fragmentation_verdict_is_three_way():
     assert fragmentation.fragmentation_verdict(none, none) == "fails"  # [-0.11, 0.11] < 0.2
     assert fragmentation.fragmentation_verdict([1, 0, 0], [0, 0, 0]) == \
         "inconclusive at this size"
+
+
+def test_median_shift_finds_a_shift_and_not_one_that_is_absent():
+    rng = np.random.default_rng(0)
+    a = rng.normal(10.0, 1.0, 64)
+    d, lo, hi = fragmentation.median_shift([5.0] * 8, [8.0] * 8)
+    assert d == lo == hi == 3.0  # constant groups: every resample gives the same shift
+    d, lo, hi = fragmentation.median_shift(a, rng.normal(13.0, 1.0, 64))
+    assert lo < d < hi and lo > 2.0 and hi < 4.0
+    hits = [fragmentation.median_shift(rng.normal(0, 1, 32), rng.normal(0, 1, 32), seed=k)
+            for k in range(40)]
+    covered = np.mean([lo <= 0 <= hi for _, lo, hi in hits])
+    assert covered >= 0.85  # nominal 0.95; 40 trials: below 0.85 has probability < 1%
+    assert np.isnan(fragmentation.median_shift([1.0, np.nan], [2.0, 3.0])[0])
