@@ -143,6 +143,6 @@ def median_shift(first: np.ndarray | list[float], second: np.ndarray | list[floa
     def shift(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
         return np.median(y, axis=axis) - np.median(x, axis=axis)
 
-    ci = bootstrap((a, b), shift, n_resamples=n_resamples, confidence_level=level,
-                   method="percentile", random_state=np.random.default_rng(seed)).confidence_interval
-    return d, float(ci.low), float(ci.high)
+    res = bootstrap((a, b), shift, n_resamples=n_resamples, confidence_level=level,
+                    method="percentile", random_state=np.random.default_rng(seed))
+    return d, float(res.confidence_interval.low), float(res.confidence_interval.high)
