@@ -80,6 +80,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the test's false-positive rate on staircases and its power on planted cascades (II.5)
 - :mod:`flowlaws.percolation.cascade_controls`
   the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
+- :mod:`flowlaws.percolation.cascade_verdicts`
+  a trained ensemble judged, the seed's surrogate test beside it, power size, ledger (II.6, II.8)
 - :mod:`flowlaws.percolation.adaptive`
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
 - :mod:`flowlaws.percolation.grok_model`

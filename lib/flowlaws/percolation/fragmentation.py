@@ -1,4 +1,11 @@
-"""Reactive fragmentation: merged neurons that split again after a task switch.
+"""Reactive fragmentation: merged neurons that split again after a task switch, and how often.
+
+:func:`task_switch` trains, switches task and counts the splits in each run's Reeb graph;
+:func:`split_fraction` and :func:`split_difference` give the fraction of runs that split and a
+difference of two such fractions with score intervals over the runs, and
+:func:`fragmentation_verdict` the three-way verdict of a switch against a control;
+:func:`first_split_times` and :func:`median_shift` compare *when* runs split, which still moves
+when every run splits.
 
 Explained in: book/02_percolation/09_fragmentation.ipynb.
 """
@@ -8,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.stats import binomtest, bootstrap
 
 from flowlaws.percolation.clusters import DEFAULT_TOL
 from flowlaws.percolation.ensemble import TwoLayerShape, split_params
@@ -17,6 +25,11 @@ from flowlaws.percolation.sde import sgd_discrete
 __all__ = [
     "SwitchResult",
     "task_switch",
+    "split_fraction",
+    "split_difference",
+    "fragmentation_verdict",
+    "first_split_times",
+    "median_shift",
 ]
 
 
@@ -68,3 +81,68 @@ def task_switch(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
         splits.append([e for e in events if e.kind == "split"])
         merges.append([e for e in events if e.kind == "merge"])
     return SwitchResult(times, states, t_switch, graphs, splits, merges)
+
+
+def split_fraction(n_splits: np.ndarray | list[int], level: float = 0.95
+                   ) -> tuple[float, float, float]:
+    """``(f, lo, hi)``: the fraction ``f`` of runs with at least one split (``n_splits`` ``(R,)``
+    splits per run) and its Wilson score interval at ``level`` over the runs
+    (``scipy.stats.binomtest``)."""
+    split = np.asarray(n_splits) > 0
+    if split.size == 0:
+        raise ValueError("n_splits is empty: no run to count")
+    ci = binomtest(int(split.sum()), int(split.size)).proportion_ci(level, method="wilson")
+    return float(split.mean()), float(ci.low), float(ci.high)
+
+
+def split_difference(first: np.ndarray | list[int], second: np.ndarray | list[int],
+                     level: float = 0.95) -> tuple[float, float, float]:
+    """``(d, lo, hi)``: ``d`` = split fraction of ``second`` minus that of ``first`` (two
+    independent groups of runs, splits per run) with Newcombe's hybrid score interval at
+    ``level``, built from the two Wilson intervals (Newcombe 1998, method 10; scipy has no
+    interval for a difference of two proportions)."""
+    p1, l1, u1 = split_fraction(second, level)
+    p2, l2, u2 = split_fraction(first, level)
+    d = p1 - p2
+    return (d, d - float(np.hypot(p1 - l1, u2 - p2)), d + float(np.hypot(u1 - p1, p2 - l2)))
+
+
+def fragmentation_verdict(switch: np.ndarray | list[int], control: np.ndarray | list[int], *,
+                          level: float = 0.95, smallest: float = 0.2) -> str:
+    """Does a task switch split merged pairs (splits per run after the switch) more often than a
+    switch to the same task (``control``)? ``"holds"`` when the interval of the difference
+    (:func:`split_difference`) lies above 0, ``"fails"`` when it lies below ``smallest`` (the
+    switch splits at most that many more runs: no effect worth the name), else
+    ``"inconclusive at this size"``."""
+    _, lo, hi = split_difference(control, switch, level)
+    return "holds" if lo > 0 else "fails" if hi < smallest else "inconclusive at this size"
+
+
+def first_split_times(result: SwitchResult) -> np.ndarray:
+    """``(R,)`` time (``lr × step`` units) from the switch to each run's first split; NaN for a
+    run that never splits."""
+    return np.array([min(e.time for e in s) - result.switch_time if s else np.nan
+                     for s in result.splits])
+
+
+def median_shift(first: np.ndarray | list[float], second: np.ndarray | list[float], *,
+                 level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+                 ) -> tuple[float, float, float]:
+    """``(d, lo, hi)``: median of ``second`` minus median of ``first`` (NaN entries, runs that
+    never split, left out) with a percentile bootstrap interval at ``level``, runs resampled
+    within each group (``scipy.stats.bootstrap``). NaN everywhere when either group has fewer
+    than 2 finite entries."""
+    a, b = (np.asarray(x, dtype=float) for x in (first, second))
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if len(a) < 2 or len(b) < 2:
+        return float("nan"), float("nan"), float("nan")
+    d = float(np.median(b) - np.median(a))
+    if np.ptp(a) == 0 and np.ptp(b) == 0:  # every resample gives d: the interval is the point
+        return d, d, d
+
+    def shift(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+        return np.median(y, axis=axis) - np.median(x, axis=axis)
+
+    res = bootstrap((a, b), shift, n_resamples=n_resamples, confidence_level=level,
+                    method="percentile", random_state=np.random.default_rng(seed))
+    return d, float(res.confidence_interval.low), float(res.confidence_interval.high)

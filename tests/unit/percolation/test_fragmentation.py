@@ -32,3 +32,40 @@ def test_task_switch_splits_merged_neurons():
         before = [e for e in reeb.reeb_events(G) if e.time <= res.switch_time]
         assert before == []
         assert {n[1] for n in G if G.nodes[n]["time"] == res.switch_time} == {0, 1, 2}
+
+
+def test_split_fraction_is_wilsons_interval():
+    f, lo, hi = fragmentation.split_fraction([0, 2, 1, 0, 3, 0, 0, 0, 0, 0])  # 3 of 10
+    z = 1.959963984540054
+    centre, half = (3 + z**2 / 2) / (10 + z**2), z * np.sqrt(3 * 7 / 10 + z**2 / 4) / (10 + z**2)
+    np.testing.assert_allclose([f, lo, hi], [0.3, centre - half, centre + half], rtol=1e-9)
+
+
+def test_split_difference_matches_newcombes_worked_example():
+    # Newcombe (1998), Stat. Med. 17:873, method 10: 56/70 - 48/80 = 0.2, 95% CI 0.0524 to 0.3339
+    second = [1] * 56 + [0] * 14
+    first = [1] * 48 + [0] * 32
+    d, lo, hi = fragmentation.split_difference(first, second)
+    np.testing.assert_allclose([d, lo, hi], [0.2, 0.0524, 0.3339], atol=5e-5)
+
+
+def test_fragmentation_verdict_is_three_way():
+    none, every = [0] * 32, [1] * 32
+    assert fragmentation.fragmentation_verdict(every, none) == "holds"
+    assert fragmentation.fragmentation_verdict(none, none) == "fails"  # [-0.11, 0.11] < 0.2
+    assert fragmentation.fragmentation_verdict([1, 0, 0], [0, 0, 0]) == \
+        "inconclusive at this size"
+
+
+def test_median_shift_finds_a_shift_and_not_one_that_is_absent():
+    rng = np.random.default_rng(0)
+    a = rng.normal(10.0, 1.0, 64)
+    d, lo, hi = fragmentation.median_shift([5.0] * 8, [8.0] * 8)
+    assert d == lo == hi == 3.0  # constant groups: every resample gives the same shift
+    d, lo, hi = fragmentation.median_shift(a, rng.normal(13.0, 1.0, 64))
+    assert lo < d < hi and lo > 2.0 and hi < 4.0
+    hits = [fragmentation.median_shift(rng.normal(0, 1, 32), rng.normal(0, 1, 32), seed=k)
+            for k in range(40)]
+    covered = np.mean([lo <= 0 <= hi for _, lo, hi in hits])
+    assert covered >= 0.85  # nominal 0.95; 40 trials: below 0.85 has probability < 1%
+    assert np.isnan(fragmentation.median_shift([1.0, np.nan], [2.0, 3.0])[0])
