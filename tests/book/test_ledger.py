@@ -32,24 +32,6 @@ DOC = re.compile(r"\{doc\}`[^<`]*<([^>`]+)>`")
 RECORD = re.compile(r"record_claim\(\s*(f?)[\"']([^\"']+)[\"']")
 GLUE = re.compile(r"\b(?:glue|record_value)\(\s*(f?)[\"']([^\"']+)[\"']")
 
-# Keys the ledger pastes whose chapters are being changed in other branches of issue 13: they
-# resolve once the lead merges those branches. Remove a key here as soon as its chapter glues it
-# (test_awaiting_keys_are_not_glued_yet fails until you do); when the set is empty, delete it.
-_AWAITED = {
-    "02_percolation/06_adaptive": ["adam_cascade"],
-    "02_percolation/08_real_data": ["heart_lambda171", "images_cascade"],
-    "02_percolation/09_fragmentation": ["fragmentation"],
-}
-_SURROGATE_KEYS = {"dsi_kinematic", "grokking_cascade", "heart_lambda171"}  # + _seed_p, _raw_rate
-AWAITING = {
-    (f"book/{chapter}.ipynb", claim + suffix)
-    for chapter, claims in _AWAITED.items()
-    for claim in claims
-    for suffix in (VERDICT_SUFFIX, NUMBER_SUFFIX)
-    + (("_seed_p", "_raw_rate") if claim in _SURROGATE_KEYS else ())
-}
-
-
 def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
@@ -133,7 +115,7 @@ def test_every_pasted_key_is_glued_by_the_notebook_it_names():
     missing = []
     for path, key in pasted():
         assert path in notebooks, f"book/ledger.md pastes from {path}, which _toc.yml lacks"
-        if key not in glued_in_source(path) and (path, key) not in AWAITING:
+        if key not in glued_in_source(path):
             missing.append(f"{path}::{key}")
     assert not missing, f"the ledger pastes keys their notebooks do not glue: {missing}"
 
@@ -144,16 +126,6 @@ def test_every_recorded_verdict_has_a_row_linking_its_chapter():
                if key.endswith(VERDICT_SUFFIX)
                and (path, key.removesuffix(VERDICT_SUFFIX)) not in rows]
     assert not missing, f"verdicts recorded by chapters but missing from book/ledger.md: {missing}"
-
-
-def test_awaiting_keys_are_not_glued_yet():
-    """Once the chapters glue these keys, the list must go (and the full checks apply)."""
-    assert AWAITING <= set(pasted())
-    landed = sorted(f"{p}::{k}" for p, k in AWAITING if k in glued_in_source(p))
-    assert not landed, f"remove these from AWAITING in tests/book/test_ledger.py: {landed}"
-
-
-# --- at smoke size, executed ---------------------------------------------------------------------
 
 
 def _smoke_glue(smoke_runs) -> dict[str, dict[str, str]]:
@@ -172,7 +144,7 @@ def test_executed_chapters_glue_legal_verdicts_and_every_pasted_key(smoke_runs):
                 assert value in VERDICTS, f"{path}: {key} = {value!r}, not one of {VERDICTS}"
             if key.endswith(NUMBER_SUFFIX):
                 assert value.strip() and "\n" not in value, f"{path}: {key} = {value!r}"
-    missing = [f"{p}::{k}" for p, k in pasted() if k not in glue[p] and (p, k) not in AWAITING]
+    missing = [f"{p}::{k}" for p, k in pasted() if k not in glue[p]]
     assert not missing, f"pasted by the ledger, not glued at smoke size: {missing}"
 
 
