@@ -21,6 +21,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.conservation.laws`
   the seed's laws per architecture, block by block in composite models; orthogonality, drift
   (I.1–I.4, I.6)
+- :mod:`flowlaws.conservation.flat_params`
+  a model as a function of one flat θ: layout, Jacobian, the inputs each model takes (I.1–I.6)
 - :mod:`flowlaws.conservation.lie_count`
   the Lie-algebra count of all laws, certified or not (I.1–I.3)
 - :mod:`flowlaws.conservation.brackets`

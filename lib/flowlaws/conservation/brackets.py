@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch.func import grad, jvp, vmap
 
-from flowlaws.conservation.laws import ModelFn
+from flowlaws.conservation.flat_params import ModelFn
 from flowlaws.conservation.spans import Span
 
 __all__ = ["Scaled", "field", "bracket", "nested", "brackets", "lie_dims"]

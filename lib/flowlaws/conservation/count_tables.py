@@ -13,7 +13,8 @@ from torch.func import jacrev
 
 from flowlaws.book.progress import track
 from flowlaws.common.models import Deep, MultiHeadAttention, SwiGLU, TwoLayer
-from flowlaws.conservation.laws import _law_vector_fn, _layout
+from flowlaws.conservation.flat_params import model_layout
+from flowlaws.conservation.laws import _law_vector_fn
 from flowlaws.conservation.lie_count import count
 from flowlaws.conservation.spans import rank
 
@@ -64,7 +65,7 @@ def closed_form(model: nn.Module) -> int:
 
 def _balancedness_rank(model: nn.Module) -> int:
     """The rank of the balancedness laws' gradients at a fixed Gaussian point."""
-    theta, layout = _layout(model)
+    theta, layout = model_layout(model)
     generic = torch.randn(theta.shape, generator=torch.Generator().manual_seed(0),
                           dtype=torch.float64)
     return rank(jacrev(_law_vector_fn(model, layout))(generic))[0]

@@ -19,6 +19,8 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
+from flowlaws.conservation.flat_params import Params, flatten, unflatten
+
 __all__ = [
     "Params",
     "LossFn",
@@ -33,8 +35,6 @@ __all__ = [
     "gradient_flow",
 ]
 
-
-Params = dict[str, torch.Tensor]
 
 
 LossFn = Callable[[Params], torch.Tensor]
@@ -187,22 +187,6 @@ def _sq_norm(params: Params) -> float:
     return float(sum(v.detach().double().pow(2).sum() for v in params.values()))
 
 
-def _flatten(params: Params) -> tuple[np.ndarray, list[tuple[str, torch.Size]]]:
-    layout = [(name, value.shape) for name, value in params.items()]
-    flat = torch.cat([value.detach().reshape(-1).double().cpu() for value in params.values()])
-    return flat.numpy(), layout
-
-
-def _unflatten(flat: np.ndarray | torch.Tensor, layout: list[tuple[str, torch.Size]]) -> Params:
-    flat = torch.as_tensor(flat, dtype=torch.float64)
-    out, start = {}, 0
-    for name, shape in layout:
-        size = int(np.prod(shape)) if len(shape) else 1
-        out[name] = flat[start : start + size].reshape(shape)
-        start += size
-    return out
-
-
 def gradient_and_loss(
     loss_fn: LossFn, params: Params, index: torch.Tensor | None = None
 ) -> tuple[Params, torch.Tensor]:
@@ -250,16 +234,17 @@ def gradient_flow(
     t_eval = np.asarray(t_eval, dtype=float)
     if t_eval.ndim != 1 or t_eval[0] != 0 or np.any(np.diff(t_eval) <= 0):
         raise ValueError("t_eval must be a 1-D increasing array that starts at 0")
-    y0, layout = _flatten(params0)
+    theta0, layout = flatten(params0)
+    y0 = theta0.cpu().numpy()
 
     def rhs(_t: float, y: np.ndarray) -> np.ndarray:
-        g, _ = gradient_and_loss(loss_fn, _unflatten(y, layout))
+        g, _ = gradient_and_loss(loss_fn, unflatten(y, layout))
         return -torch.cat([v.reshape(-1) for v in g.values()]).numpy()
 
     sol = solve_ivp(rhs, (0.0, t_eval[-1]), y0, t_eval=t_eval, rtol=rtol, atol=atol, method=method)
     if not sol.success:
         raise RuntimeError(f"solve_ivp failed: {sol.message}")
-    states = [_unflatten(y, layout) for y in sol.y.T]
+    states = [unflatten(y, layout) for y in sol.y.T]
     params = {name: torch.stack([s[name] for s in states]) for name, _ in layout}
     with torch.no_grad():
         losses = np.array([float(loss_fn(s)) for s in states])

@@ -19,10 +19,20 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call, grad, jacrev, jvp, vmap
+from torch.func import grad, jacrev, jvp
 
 from flowlaws.book.runtime import one_thread
 from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLayer
+from flowlaws.conservation.flat_params import (
+    ModelFn,
+    Params,
+    check_inputs,
+    flat_model_fn,
+    jacobian,
+    model_layout,
+    random_inputs,
+    unflatten,
+)
 
 __all__ = [
     "Params", "ModelFn", "LAW_TOL", "LawFn", "invariants", "invariant_fn", "seed_claims",
@@ -38,8 +48,6 @@ with warnings.catch_warnings():
     jvp(torch.sin, (torch.zeros(1),), (torch.ones(1),))
 
 
-Params = dict[str, Tensor]
-ModelFn = Callable[[Tensor, Tensor], Tensor]
 LawFn = Callable[[Params], dict[str, Tensor]]
 
 
@@ -221,7 +229,7 @@ def invariants(model: nn.Module) -> dict[str, Tensor]:
     dict, like GELU.
     Units: the square of the weights' units. Explained in: book/01_conservation/02_feedforward.ipynb
     """
-    return _law_fn(model)(_params(model))
+    return _law_fn(model)(_named(model))
 
 
 def seed_claims(model: nn.Module) -> dict[str, Tensor]:
@@ -233,7 +241,7 @@ def seed_claims(model: nn.Module) -> dict[str, Tensor]:
     ``candidate`` to :func:`orthogonality` or :func:`drift` to test the claims.
     Explained in: book/01_conservation/04_moe.ipynb
     """
-    return _law_fn(model, seed=True)(_params(model))
+    return _law_fn(model, seed=True)(_named(model))
 
 
 def seed_claim_fn(model: nn.Module) -> LawFn:
@@ -248,24 +256,8 @@ def invariant_fn(model: nn.Module) -> LawFn:
     return _law_fn(model)
 
 
-def _params(model: nn.Module) -> Params:
+def _named(model: nn.Module) -> Params:
     return {name: value.detach() for name, value in model.named_parameters()}
-
-
-def _layout(model: nn.Module) -> tuple[Tensor, list[tuple[str, torch.Size]]]:
-    named = list(model.named_parameters())
-    theta = torch.cat([v.detach().reshape(-1).to(torch.float64) for _, v in named])
-    return theta, [(name, v.shape) for name, v in named]
-
-
-def _unflatten(theta: Tensor, layout: list[tuple[str, torch.Size]]) -> Params:
-    sizes = [math.prod(shape) for _, shape in layout]
-    pieces = torch.split(theta, sizes)
-    return {name: piece.view(shape) for (name, shape), piece in zip(layout, pieces, strict=True)}
-
-
-def _model_fn(model: nn.Module, layout: list[tuple[str, torch.Size]]) -> ModelFn:
-    return lambda theta, x: functional_call(model, _unflatten(theta, layout), (x,))
 
 
 def _law_vector_fn(model: nn.Module, layout: list[tuple[str, torch.Size]],
@@ -275,7 +267,7 @@ def _law_vector_fn(model: nn.Module, layout: list[tuple[str, torch.Size]],
     laws = _law_fn(model) if candidate is None else candidate
 
     def h(theta: Tensor) -> Tensor:
-        values = laws(_unflatten(theta, layout))
+        values = laws(unflatten(theta, layout))
         chosen = [v.reshape(-1) for k, v in values.items() if keys is None or k in keys]
         return torch.cat(chosen) if chosen else theta[:0]
 
@@ -303,7 +295,7 @@ def _checked_keys(
     """
     _refuse_unknown(model, candidate)
     laws = _law_fn(model) if candidate is None else candidate
-    names = list(laws(_unflatten(theta, layout)))
+    names = list(laws(unflatten(theta, layout)))
     if not names:
         what = f"{type(model).__name__} {getattr(model, 'activation', '')}".rstrip()
         raise ValueError(f"{what} has no {'candidate' if candidate else 'known'} laws: "
@@ -313,71 +305,6 @@ def _checked_keys(
         if unknown or not keys:
             raise ValueError(f"keys must name laws among {names}, got {list(keys)!r}")
     return names if keys is None else list(keys)
-
-
-def _sample_shape(model: nn.Module) -> tuple[int | None, ...] | None:
-    """The shape of one input (``None`` for a free axis), or ``None`` when unknown."""
-    if isinstance(model, TwoLayer):
-        return (model.V.in_features,)
-    if isinstance(model, Deep):
-        return (model.layers[0].in_features,)
-    if isinstance(model, SwiGLU):
-        return (model.A.in_features,)
-    if isinstance(model, MoE):
-        return (model.d_model,)
-    if isinstance(model, MultiHeadAttention):
-        return (None, model.d_model)
-    return None
-
-
-def _check_inputs(model: nn.Module, inputs: Tensor) -> Tensor:
-    """``inputs`` as float64 (a composite's integer token ids kept), or a ``ValueError``
-    naming ``inputs`` and what is allowed."""
-    shape = _sample_shape(model)
-    ids = shape is None and isinstance(inputs, Tensor) and inputs.dtype == torch.int64
-    if not ids and (
-        not isinstance(inputs, Tensor) or inputs.dtype not in (torch.float32, torch.float64)
-    ):
-        got = inputs.dtype if isinstance(inputs, Tensor) else type(inputs).__name__
-        raise ValueError(f"inputs must be a float32 or float64 tensor, got {got}")
-    ok = shape is None or (
-        inputs.dim() == len(shape) + 1
-        and all(s is None or s == n for s, n in zip(shape, inputs.shape[1:], strict=True))
-    )
-    if not ok or inputs.dim() == 0 or inputs.shape[0] < 1:
-        want = "(n, ...)" if shape is None else (
-            "(n, " + ", ".join("tokens" if s is None else str(s) for s in shape) + ")")
-        raise ValueError(f"inputs must have shape {want} with n >= 1, got {tuple(inputs.shape)}")
-    first = next(model.parameters(), None)
-    if first is None:
-        raise ValueError(f"model ({type(model).__name__}) has no parameters: nothing to count")
-    return inputs.to(device=first.device, dtype=torch.int64 if ids else torch.float64)
-
-
-def random_inputs(model: nn.Module, n: int, tokens: int = 4, seed: int = 0) -> Tensor:
-    """``n`` standard Gaussian inputs for ``model`` in float64 (``tokens`` tokens for attention).
-
-    Shape ``(n, *input)``. Explained in: book/01_conservation/01_gradient_flow.ipynb
-    """
-    shape = _sample_shape(model)
-    if shape is None:
-        raise ValueError(f"model must be one of the flowlaws models, got {type(model).__name__}")
-    sizes = tuple(tokens if s is None else s for s in shape)
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn((n, *sizes), generator=gen, dtype=torch.float64)
-
-
-def _jacobian(f: ModelFn, theta: Tensor, X: Tensor, batched: bool = True) -> Tensor:
-    """``∇_θ f_k(θ, x_n)`` for every input and output, shape ``(n · outputs, D)``."""
-    one = lambda x: jacrev(lambda t: f(t, x[None]).reshape(-1))(theta)  # noqa: E731
-    if batched:
-        return vmap(one, chunk_size=256)(X).reshape(-1, theta.numel())
-    rows = []
-    for x in X:
-        out = f(theta, x[None]).reshape(-1)
-        for k in range(out.numel()):
-            rows.append(grad(lambda t, k=k, x=x: f(t, x[None]).reshape(-1)[k])(theta))
-    return torch.stack(rows)
 
 
 def _relative_dots(G: Tensor, J: Tensor) -> float:
@@ -417,12 +344,12 @@ def orthogonality(model: nn.Module, inputs: Tensor, keys: list[str] | None = Non
 
     Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
-    X = _check_inputs(model, inputs)
-    theta, layout = _layout(model)
+    X = check_inputs(model, inputs)
+    theta, layout = model_layout(model)
     chosen = _checked_keys(model, theta, layout, keys, candidate)
     h = _law_vector_fn(model, layout, chosen, candidate)
     with one_thread():
-        return _relative_dots(jacrev(h)(theta), _jacobian(_model_fn(model, layout), theta, X))
+        return _relative_dots(jacrev(h)(theta), jacobian(flat_model_fn(model, layout), theta, X))
 
 
 def drift(
@@ -437,14 +364,14 @@ def drift(
     ``"{block}/{law}"`` (:func:`law_blocks`); a ``ValueError`` for a module without library
     blocks and no ``candidate``. Explained in: book/01_conservation/04_moe.ipynb
     """
-    X = _check_inputs(model, inputs)
+    X = check_inputs(model, inputs)
     _refuse_unknown(model, candidate)
-    theta, layout = _layout(model)
-    f = _model_fn(model, layout)
+    theta, layout = model_layout(model)
+    f = flat_model_fn(model, layout)
     loss = lambda t: 0.5 * (f(t, X) - targets.to(torch.float64)).pow(2).sum() / X.shape[0]  # noqa: E731
     g = grad(loss)(theta)
     laws = _law_fn(model) if candidate is None else candidate
     return {
-        k: -jvp(lambda t, k=k: laws(_unflatten(t, layout))[k], (theta,), (g,))[1]
-        for k in laws(_unflatten(theta, layout))
+        k: -jvp(lambda t, k=k: laws(unflatten(t, layout))[k], (theta,), (g,))[1]
+        for k in laws(unflatten(theta, layout))
     }

@@ -21,17 +21,15 @@ from torch.func import jacrev
 
 from flowlaws.book.runtime import one_thread
 from flowlaws.conservation.brackets import lie_dims
-from flowlaws.conservation.laws import (
-    LAW_TOL,
+from flowlaws.conservation.flat_params import (
     ModelFn,
-    _check_inputs,
-    _jacobian,
-    _law_vector_fn,
-    _layout,
-    _model_fn,
-    _relative_dots,
-    _unflatten,
+    check_inputs,
+    flat_model_fn,
+    jacobian,
+    model_layout,
+    unflatten,
 )
+from flowlaws.conservation.laws import LAW_TOL, _law_vector_fn, _relative_dots
 from flowlaws.conservation.relu_units import activation_pattern, excess_note, unit_activity
 from flowlaws.conservation.spans import MIN_GAP, MIN_MARGIN, RANK_TOL, rank_and_basis
 
@@ -123,7 +121,7 @@ def _point_at(
     use_known: bool = True,
     exact_svd: bool = False,
 ) -> _Point:
-    J = _jacobian(f, theta, X, batched)
+    J = jacobian(f, theta, X, batched)
     G = jacrev(h)(theta)
     ((known, gap, margin), basis), residual = rank_and_basis(G), _relative_dots(G, J)
     holds = residual < LAW_TOL and gap >= MIN_GAP and margin >= MIN_MARGIN  # NaN: False
@@ -263,13 +261,13 @@ def count(
     of each input). ``batched=False`` computes one bracket at a time (the benchmark's
     reference). Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
-    X = _check_inputs(model, inputs)
+    X = check_inputs(model, inputs)
     if not isinstance(n_points, int) or n_points < 1:
         raise ValueError(f"n_points must be a positive int, got {n_points!r}")
-    theta, layout = _layout(model)
-    f, h = _model_fn(model, layout), _law_vector_fn(model, layout)
+    theta, layout = model_layout(model)
+    f, h = flat_model_fn(model, layout), _law_vector_fn(model, layout)
     activity = unit_activity(model, X)
-    pattern = (lambda t: activation_pattern(model, _unflatten(t, layout), X)) if activity else None
+    pattern = (lambda t: activation_pattern(model, unflatten(t, layout), X)) if activity else None
     gen = torch.Generator().manual_seed(seed)
     with one_thread():
         points, kept = _points(theta, layout, n_points, spread, gen, pattern)

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from flowlaws.common.models import Deep, TwoLayer
-from flowlaws.conservation.laws import _check_inputs, _jacobian, _layout, _model_fn
+from flowlaws.conservation.flat_params import check_inputs, flat_model_fn, jacobian, model_layout
 
 __all__ = [
     "unit_activity",
@@ -128,10 +128,10 @@ def idle_weights(model: nn.Module, inputs: Tensor) -> list[str]:
     weights of a dead unit, a connection between two ReLU units never active together, a
     top-1 gate. Named ``"{parameter}[{index}]"`` (``"layers.1.weight[0, 2]"``).
     """
-    X = _check_inputs(model, inputs)
-    theta, layout = _layout(model)
+    X = check_inputs(model, inputs)
+    theta, layout = model_layout(model)
     with torch.no_grad():
-        idle = _jacobian(_model_fn(model, layout), theta, X).abs().amax(0) == 0
+        idle = jacobian(flat_model_fn(model, layout), theta, X).abs().amax(0) == 0
     names, start = [], 0
     for name, shape in layout:
         size = int(torch.Size(shape).numel())

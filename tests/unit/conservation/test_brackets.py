@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from flowlaws.common.models import TwoLayer
-from flowlaws.conservation import brackets, laws, lie_count
+from flowlaws.conservation import brackets, flat_params, laws, lie_count
 
 
 def _model(build, seed: int = 0):
@@ -38,8 +38,8 @@ def test_commuting_fields_add_no_dimension() -> None:
 def test_one_bracket_at_a_time_agrees_with_the_batched_level() -> None:
     model = _model(lambda: TwoLayer(3, 2, 2, "linear"))
     X = laws.random_inputs(model, 6)
-    theta, layout = laws._layout(model)
-    f = laws._model_fn(model, layout)
+    theta, layout = flat_params.model_layout(model)
+    f = flat_params.flat_model_fn(model, layout)
     fast = brackets.brackets(f, theta, X, 2, 5, torch.Generator().manual_seed(3), batched=True)
     slow = brackets.brackets(f, theta, X, 2, 5, torch.Generator().manual_seed(3), batched=False)
     assert fast.shape == (5, theta.numel()) and torch.allclose(fast, slow, atol=1e-12)
