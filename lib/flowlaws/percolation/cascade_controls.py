@@ -396,9 +396,12 @@ def grid_claim(rows: list[dict], rejected: np.ndarray) -> str:
         "inconclusive at this size")
 
 
-def claim_numbers(rec: dict) -> str:
-    """The deciding numbers of a :func:`judged` record, in one short line for the ledger."""
+def claim_numbers(rec: dict, *, with_claimed_lam: bool = False) -> str:
+    """The deciding numbers of a :func:`judged` record, in one short line for the ledger
+    (``with_claimed_lam``: the power says at which λ it was measured)."""
     fit = (f"λ = {rec['lam']:.2f} ± {rec['lam_err']:.2f}, " if np.isfinite(rec["lam"]) else "")
     power = f"power {rec['power']:.2f}" if np.isfinite(rec["power"]) else "power not measured"
+    if with_claimed_lam and np.isfinite(rec["power"]):
+        power += f" at λ = {rec['lam_claimed']:g}"
     return (f"{rec['verdict']}: {fit}p = {rec['p_value']:.3f}, {power}, {rec['n_runs']} runs × "
             f"{rec['n_points']:,} points")

@@ -22,25 +22,25 @@ from collections.abc import Callable
 
 import numpy as np
 
-from flowlaws.percolation.cascade_controls import grid_summary, judged, verdict_line
+from flowlaws.percolation.cascade_controls import (
+    claim_numbers,
+    grid_summary,
+    judged,
+    lambda_claim,
+    verdict_line,
+)
 from flowlaws.percolation.cascade_test import runs_for_power
 from flowlaws.percolation.dsi import finite_runs, relative_variance
 from flowlaws.percolation.surrogates import surrogate_test
 
 __all__ = [
-    "LEDGER_VERDICTS",
     "seed_test",
     "ensemble_verdict",
-    "power_text",
     "size_text",
     "verdict_lines",
     "family_line",
     "ledger_texts",
 ]
-
-LEDGER_VERDICTS = {"cascade": "holds", "no cascade": "fails",
-                   "inconclusive": "inconclusive at this size"}
-
 
 def seed_test(C: np.ndarray, x: np.ndarray, *, n_surrogates: int, alpha: float = 0.05,
               seed: int = 0) -> dict:
@@ -96,13 +96,6 @@ def ensemble_verdict(C: np.ndarray, x: np.ndarray, *, lam: float, alpha: float =
     return rec
 
 
-def power_text(rec: dict) -> str:
-    """``"power 0.15 at λ = 1.71 (20 injections)"``, or why it was not measured."""
-    if not np.isfinite(rec["power"]):
-        return f"power not measurable on {rec['n_points']} points"
-    return f"power {rec['power']:.2f} at λ = {rec['lam_claimed']:g} ({rec['n_power']} injections)"
-
-
 def size_text(rec: dict) -> str:
     """Where the power reaches 0.8 (:func:`ensemble_verdict`'s ``size``), in one phrase."""
     size = rec.get("size")
@@ -136,17 +129,14 @@ def family_line(records: dict[str, dict], alpha: float = 0.05) -> tuple[str, dic
 
 
 def ledger_texts(rec: dict, rejected: bool | None = None) -> tuple[str, str]:
-    """The ledger's ``(verdict, number)`` for a claim decided by ``rec``: ``"holds"`` for a
-    cascade (that also survives Holm's correction, when ``rejected`` is given), ``"fails"`` for
-    no cascade, ``"inconclusive at this size"`` otherwise; the number states p, power, λ and
-    the size."""
-    verdict = rec["verdict"]
-    if verdict == "cascade" and rejected is False:
-        verdict = "inconclusive"
-    fit = (f"λ = {rec['lam']:.2f} ± {rec['lam_err']:.2f}, " if np.isfinite(rec["lam"]) else "")
-    power = (f"power {rec['power']:.2f} at λ = {rec['lam_claimed']:g}"
-             if np.isfinite(rec["power"]) else "power not measured")
-    number = (f"{fit}p = {rec['p_value']:.3f}, {power}, {rec['n_runs']} runs × "
-              f"{rec['n_points']:,} points")
+    """The ledger's ``(verdict, number)`` for the claim "a cascade with λ ≈ the claimed λ",
+    decided by ``rec``: :func:`~flowlaws.percolation.cascade_controls.lambda_claim` at
+    ``rec["lam_claimed"]``, after Holm's correction when ``rejected`` is given (a cascade whose
+    p-value does not survive it is inconclusive); the number is
+    :func:`~flowlaws.percolation.cascade_controls.claim_numbers` with the claimed λ, and the
+    size at which the power would reach 0.8."""
+    if rec["verdict"] == "cascade" and rejected is False:
+        rec = rec | {"verdict": "inconclusive"}
+    number = claim_numbers(rec, with_claimed_lam=True)
     extra = size_text(rec)
-    return LEDGER_VERDICTS[verdict], number + (f"; {extra}" if extra else "")
+    return lambda_claim(rec, rec["lam_claimed"]), number + (f"; {extra}" if extra else "")
