@@ -62,19 +62,16 @@ def notebooks(cpu_smoke: bool, device: str, timeout: float) -> dict:
     t0 = time.perf_counter()
     sys.path.insert(0, str(ROOT / "tests" / "book"))
     import nbformat
-    from _harness import checked_overrides, parameters_cell, toc_notebooks
+    from _harness import checked_overrides, execute_smoke, parameters_cell, toc_notebooks
 
     plans = {}
     for path in toc_notebooks():
-        overrides = dict(checked_overrides(path))
-        if "device" in parameters_cell(nbformat.read(ROOT / path, 4), path):
-            overrides["device"] = device
-        plans[path] = overrides
+        checked_overrides(path)  # a smoke override the notebook does not have fails here
+        has_device = "device" in parameters_cell(nbformat.read(ROOT / path, 4), path)
+        plans[path] = {"device": device} if has_device else {}
     if cpu_smoke:
         return _step("notebooks at smoke size", t0, device=device, executed=0,
                      checked=len(plans), failed=[])
-    import papermill
-
     from flowlaws.book.progress import STATIC_BUILD_ENV
 
     out = Path(tempfile.mkdtemp(prefix="gpu-check-"))
@@ -83,11 +80,9 @@ def notebooks(cpu_smoke: bool, device: str, timeout: float) -> dict:
     os.environ["FLOWLAWS_CACHE"], os.environ[STATIC_BUILD_ENV] = str(out / "cache"), "1"
 
     def run(item: tuple[str, dict]) -> str | None:
-        path, params = item
+        path, extra = item
         try:
-            papermill.execute_notebook(str(ROOT / path), str(out / Path(path).name),
-                                       parameters=params, cwd=str((ROOT / path).parent),
-                                       progress_bar=False, execution_timeout=int(timeout))
+            execute_smoke(path, out / Path(path).name, int(timeout), extra=extra)
             return None
         except Exception as error:  # noqa: BLE001 - every failure is listed, none stops the rest
             return f"{path}: {type(error).__name__}: {str(error).splitlines()[-1:]}"

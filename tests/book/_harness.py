@@ -147,16 +147,17 @@ def checked_overrides(path: str) -> dict[str, object]:
 
 def execute_smoke(
     path: str, out_path: Path, timeout: int = 600, *, notebook: Path | None = None,
-    kernel_name: str = "python3",
+    kernel_name: str = "python3", extra: dict | None = None,
 ) -> Path:
     """Execute one notebook with its checked smoke overrides into ``out_path`` (papermill).
 
     ``notebook``: a copy of ``path`` to run instead (in ``path``'s folder, with ``path``'s
-    overrides); ``kernel_name``: the kernel to run it in.
+    overrides); ``kernel_name``: the kernel to run it in; ``extra``: parameters set on top of
+    the smoke overrides (``tools/gpu_check.py`` forces ``device``).
     """
     import papermill
 
-    overrides = checked_overrides(path)
+    overrides = dict(checked_overrides(path)) | dict(extra or {})
     out_path.parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(
         str(notebook or ROOT / path),
