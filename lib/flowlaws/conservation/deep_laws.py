@@ -31,11 +31,11 @@ from flowlaws.book.style import COLUMN_INCHES
 from flowlaws.common.fits import fit_power_law
 from flowlaws.common.models import MultiHeadAttention
 from flowlaws.conservation.discrete import one_step_change_quadratic
+from flowlaws.conservation.flat_params import block_params
 from flowlaws.conservation.flow import LossFn, Params, gradient_and_loss
 from flowlaws.conservation.laws import LawFn, invariant_fn, law_blocks
 
 __all__ = [
-    "block_params",
     "block_law_fns",
     "law_rates",
     "rates_by_block",
@@ -46,14 +46,6 @@ __all__ = [
     "control_law_fns",
     "block_rows",
 ]
-
-
-def block_params(params: Params, block: str) -> Params:
-    """The entries ``"{block}.{name}"`` of ``params``, keyed ``name`` (``block=""``: all)."""
-    if not block:
-        return dict(params)
-    cut = len(block) + 1
-    return {k[cut:]: v for k, v in params.items() if k.startswith(f"{block}.")}
 
 
 def block_law_fns(model: nn.Module) -> dict[str, LawFn]:

@@ -22,8 +22,8 @@ from torch.func import functional_call, grad, jacrev, vmap
 from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLayer
 
 __all__ = [
-    "Layout", "ModelFn", "Params", "check_inputs", "flat_model_fn", "flatten", "jacobian",
-    "model_layout", "random_inputs", "sample_shape", "unflatten",
+    "Layout", "ModelFn", "Params", "block_params", "check_inputs", "flat_model_fn", "flatten",
+    "jacobian", "model_layout", "random_inputs", "sample_shape", "unflatten",
 ]
 
 Params = dict[str, Tensor]
@@ -45,6 +45,15 @@ def unflatten(theta: Tensor | np.ndarray, layout: Layout) -> Params:
         theta = torch.as_tensor(theta, dtype=torch.float64)
     pieces = torch.split(theta, [math.prod(shape) for _, shape in layout])
     return {name: piece.view(shape) for (name, shape), piece in zip(layout, pieces, strict=True)}
+
+
+def block_params(params: Params, block: str) -> Params:
+    """The entries ``"{block}.{name}"`` of ``params``, keyed ``name`` (``block=""``: all): the
+    parameters of one submodule, as its own ``named_parameters()`` names them."""
+    if not block:
+        return dict(params)
+    cut = len(block) + 1
+    return {k[cut:]: v for k, v in params.items() if k.startswith(f"{block}.")}
 
 
 def model_layout(model: nn.Module) -> tuple[Tensor, Layout]:

@@ -26,6 +26,7 @@ from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLay
 from flowlaws.conservation.flat_params import (
     ModelFn,
     Params,
+    block_params,
     check_inputs,
     flat_model_fn,
     jacobian,
@@ -179,9 +180,7 @@ def _composite_law_fn(blocks: dict[str, nn.Module], seed: bool) -> LawFn:
     def laws(p: Params) -> dict[str, Tensor]:
         out = {}
         for name, fn in fns.items():
-            cut = len(name) + 1
-            own = {k[cut:]: v for k, v in p.items() if k.startswith(f"{name}.")}
-            out.update({f"{name}/{k}": v for k, v in fn(own).items()})
+            out.update({f"{name}/{k}": v for k, v in fn(block_params(p, name)).items()})
         return out
 
     return laws

@@ -61,9 +61,3 @@ def test_one_gd_step_moves_each_block_by_tau_squared_h_of_g(lm) -> None:
         assert step.changes[1] == pytest.approx(4 * step.changes[2], rel=1e-8)
     with pytest.raises(ValueError, match="lrs must hold"):
         deep_laws.one_step_scaling(model, loss, params, (0.5, 0.25))
-
-
-def test_block_params_strips_the_prefix() -> None:
-    params = {"a.b.w": torch.ones(1), "a.bc.w": torch.zeros(1)}
-    assert list(deep_laws.block_params(params, "a.b")) == ["w"]
-    assert deep_laws.block_params(params, "") == params

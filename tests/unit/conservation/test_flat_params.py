@@ -6,6 +6,7 @@ import torch
 
 from flowlaws.common.models import MultiHeadAttention, TwoLayer
 from flowlaws.conservation.flat_params import (
+    block_params,
     check_inputs,
     flat_model_fn,
     flatten,
@@ -47,3 +48,9 @@ def test_check_inputs_names_the_argument_and_the_shape_it_wants():
         check_inputs(model, torch.zeros(3, 8))
     with pytest.raises(ValueError, match="float32 or float64"):
         check_inputs(model, torch.zeros(3, 2, 8, dtype=torch.int32))
+
+
+def test_block_params_strips_the_prefix() -> None:
+    params = {"a.b.w": torch.ones(1), "a.bc.w": torch.zeros(1)}
+    assert list(block_params(params, "a.b")) == ["w"]
+    assert block_params(params, "") == params
