@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "record_value",
     "setup_ledger",
     "verdict_of",
+    "verdict_of_all",
 ]
 
 VERDICTS = ("holds", "fails", "inconclusive at this size", "not testable here")
@@ -55,6 +56,19 @@ def verdict_of(holds: bool, conclusive: bool = True) -> str:
     if not bool(conclusive):  # numpy and one-element torch booleans too
         return "inconclusive at this size"
     return "holds" if bool(holds) else "fails"
+
+
+def verdict_of_all(verdicts: Iterable[str]) -> str:
+    """The verdict on a claim that is the conjunction of parts: ``"fails"`` when any part
+    fails, ``"holds"`` when every part holds (and there is at least one), else
+    ``"inconclusive at this size"``."""
+    kinds = set(verdicts)
+    unknown = kinds - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"verdicts must be among {VERDICTS}, got {sorted(unknown)}")
+    if "fails" in kinds:
+        return "fails"
+    return "holds" if kinds == {"holds"} else "inconclusive at this size"
 
 
 def _glue(name: str, value: str) -> None:

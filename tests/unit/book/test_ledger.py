@@ -8,7 +8,14 @@ from unittest import mock
 import pytest
 
 from flowlaws.book import ledger
-from flowlaws.book.ledger import GLUE_PREFIX, VERDICTS, glued_values, record_claim, verdict_of
+from flowlaws.book.ledger import (
+    GLUE_PREFIX,
+    VERDICTS,
+    glued_values,
+    record_claim,
+    verdict_of,
+    verdict_of_all,
+)
 
 
 def _captured(monkeypatch, *, without_myst_nb: bool = False) -> list[tuple[dict, dict]]:
@@ -92,3 +99,12 @@ def test_a_pasting_page_is_rewritten_whenever_a_page_is_read():
     assert ledger._outdated(None, env, set(), {"book/x"}, set()) == ["book/ledger"]
     assert ledger._outdated(None, env, set(), set(), set()) == []
     assert ledger._outdated(None, env, set(), {"book/ledger"}, set()) == []
+
+
+def test_verdict_of_all_fails_on_any_failure_and_holds_only_when_every_part_holds() -> None:
+    assert verdict_of_all(["holds", "holds"]) == "holds"
+    assert verdict_of_all(["holds", "inconclusive at this size", "fails"]) == "fails"
+    assert verdict_of_all(["holds", "inconclusive at this size"]) == "inconclusive at this size"
+    assert verdict_of_all([]) == "inconclusive at this size"
+    with pytest.raises(ValueError, match="verdicts must be among"):
+        verdict_of_all(["holds", "true"])
