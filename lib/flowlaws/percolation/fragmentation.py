@@ -3,7 +3,8 @@
 :func:`task_switch` trains, switches task and counts the splits in each run's Reeb graph;
 :func:`split_fraction` and :func:`split_difference` give the fraction of runs that split and a
 difference of two such fractions with score intervals over the runs, and
-:func:`fragmentation_verdict` the three-way verdict of a switch against a control;
+:func:`fragmentation_verdict` the three-way verdict of a switch against a control, and
+:func:`cause_verdict` the verdict on what makes runs split (more curvature, less noise);
 :func:`first_split_times` and :func:`median_shift` compare *when* runs split, which still moves
 when every run splits.
 
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 from scipy.stats import binomtest, bootstrap
 
+from flowlaws.book.ledger import verdict_of_all
 from flowlaws.percolation.clusters import DEFAULT_TOL
 from flowlaws.percolation.ensemble import TwoLayerShape, split_params
 from flowlaws.percolation.reeb import reeb_events, reeb_from_checkpoints
@@ -28,6 +30,8 @@ __all__ = [
     "split_fraction",
     "split_difference",
     "fragmentation_verdict",
+    "difference_text",
+    "cause_verdict",
     "first_split_times",
     "median_shift",
 ]
@@ -116,6 +120,39 @@ def fragmentation_verdict(switch: np.ndarray | list[int], control: np.ndarray | 
     ``"inconclusive at this size"``."""
     _, lo, hi = split_difference(control, switch, level)
     return "holds" if lo > 0 else "fails" if hi < smallest else "inconclusive at this size"
+
+
+def difference_text(first: np.ndarray | list[int], second: np.ndarray | list[int],
+                    level: float = 0.95) -> str:
+    """:func:`split_difference` as ``"+0.97 [+0.80, +0.99]"``."""
+    d, lo, hi = split_difference(first, second, level)
+    return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def cause_verdict(splits: dict[tuple[float, int], np.ndarray], *, batch_after: int,
+                  level: float = 0.95, smallest: float = 0.2) -> tuple[str, str]:
+    """``(verdict, number)`` on "less noise and more curvature split the runs", from
+    ``splits[(scale, batch)]`` ``(R,)`` (splits per run after a switch to a teacher of that scale
+    trained at that batch size).
+
+    Curvature: the largest scale against the smallest at ``batch_after``
+    (:func:`fragmentation_verdict`). Less noise: the largest batch against the smallest, judged
+    only at scales where under ``1 − smallest`` of the noisier runs split (elsewhere there is no
+    room for an effect of ``smallest``). Both must hold (``flowlaws.book.ledger.verdict_of_all``).
+    """
+    scales = sorted({s for s, _ in splits})
+    b_lo, b_hi = min(b for _, b in splits), max(b for _, b in splits)
+    lo_s, hi_s = scales[0], scales[-1]
+    low, high = splits[lo_s, batch_after], splits[hi_s, batch_after]
+    curvature = fragmentation_verdict(high, low, level=level, smallest=smallest)
+    roomy = [s for s in scales if split_fraction(splits[s, b_lo], level)[0] <= 1 - smallest]
+    noise = {s: fragmentation_verdict(splits[s, b_hi], splits[s, b_lo], level=level,
+                                      smallest=smallest) for s in roomy}
+    number = (f"curvature x{hi_s:g} - x{lo_s:g}: {difference_text(low, high, level)} "
+              f"({curvature}); less noise, batch {b_hi} - {b_lo}: "
+              + (", ".join(f"x{s:g} {v}" for s, v in noise.items()) or "no scale with room")
+              + f" (scales where under {1 - smallest:.0%} of the noisier runs split)")
+    return verdict_of_all([curvature, *noise.values()]), number
 
 
 def first_split_times(result: SwitchResult) -> np.ndarray:

@@ -69,3 +69,17 @@ def test_median_shift_finds_a_shift_and_not_one_that_is_absent():
     covered = np.mean([lo <= 0 <= hi for _, lo, hi in hits])
     assert covered >= 0.85  # nominal 0.95; 40 trials: below 0.85 has probability < 1%
     assert np.isnan(fragmentation.median_shift([1.0, np.nan], [2.0, 3.0])[0])
+
+
+def test_cause_verdict_needs_curvature_and_less_noise_and_skips_scales_without_room():
+    every, none, half = [1] * 20, [0] * 20, [1] * 10 + [0] * 10
+    splits = {(0.5, 4): none, (0.5, 64): half, (4.0, 4): every, (4.0, 64): every}
+    verdict, number = fragmentation.cause_verdict(splits, batch_after=4)
+    # curvature: 1.00 - 0.00 holds; less noise at x0.5: 0.5 - 0.0 holds; x4 has no room
+    assert verdict == "holds" and "x0.5 holds" in number and "x4" not in number.split("noise")[1]
+    splits[0.5, 64] = none  # less noise splits nothing more at the one scale with room
+    verdict, number = fragmentation.cause_verdict(splits, batch_after=4)
+    assert verdict == "fails" and "x0.5 fails" in number
+    splits = {(0.5, 4): every, (0.5, 64): every, (4.0, 4): every, (4.0, 64): every}
+    verdict, number = fragmentation.cause_verdict(splits, batch_after=4)
+    assert verdict == "fails" and "no scale with room" in number  # no curvature effect at all
