@@ -11,7 +11,9 @@ import numpy as np
 import torch
 
 from bench import best_time, report
-from flowlaws.percolation import cascade_models, cascade_test, ensemble, sde, surrogates
+from flowlaws.percolation.cascade import judge, surrogates
+from flowlaws.percolation.dynamics import ensemble, sde
+from flowlaws.percolation.toys import cascades
 
 N_RUNS, N_STEPS = 1000, 20
 
@@ -62,27 +64,27 @@ def bench_cascade_verdict() -> None:
     defaults (199 deals, 100 injections) against the test alone (no power); then the DSI
     chapter's random-pair control at its sizes, with and without the detectable-jump ladder."""
     p = np.linspace(0, 1, 1024)
-    C = cascade_models.planted_ensemble(p, 64, p_c=0.8, lam=2.0, first=0.4, n_levels=4, seed=0)
+    C = cascades.planted_ensemble(p, 64, p_c=0.8, lam=2.0, first=0.4, n_levels=4, seed=0)
 
     def verdict() -> None:
-        cascade_test.judge_cascade(C, p)
+        judge.judge_cascade(C, p)
 
     def test_only() -> None:
-        cascade_test.judge_cascade(C, p, n_power=0)
+        judge.judge_cascade(C, p, n_power=0)
 
     alone, full = best_time(test_only), best_time(verdict, repeat=1)
     report("cascade verdict, 64 runs x 1024 pts (test alone vs +power)", alone, full,
            f"reported, no target (full verdict {full:.1f} s)")
 
     # the DSI chapter's negative control with its detectable jump (the jump ladder)
-    q = cascade_models.merged_fraction(256)
-    R = cascade_models.asynchronous_runs(256, 64, seed=0) / 256
+    q = cascades.merged_fraction(256)
+    R = cascades.asynchronous_runs(256, 64, seed=0) / 256
     kw = {"n_null": 99, "n_power": 20, "n_boot": 100}
 
     def with_ladder() -> None:
-        cascade_test.judge_cascade(R, q, jump_ladder=cascade_test.JUMP_LADDER, **kw)
+        judge.judge_cascade(R, q, jump_ladder=judge.JUMP_LADDER, **kw)
 
-    plain, ladder = (best_time(lambda: cascade_test.judge_cascade(R, q, **kw), repeat=1),
+    plain, ladder = (best_time(lambda: judge.judge_cascade(R, q, **kw), repeat=1),
                      best_time(with_ladder, repeat=1))
     report("random-pair verdict, 64 runs x 256 pts (+power vs +detectable jump)", plain, ladder,
            f"reported, no target (with the ladder {ladder:.1f} s)")

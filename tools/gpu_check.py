@@ -44,7 +44,7 @@ def _step(name: str, started: float, **fields) -> dict:
 def unit_tests(cpu_smoke: bool, timeout: float) -> dict:
     """``pytest tests/unit`` (one file at ``--cpu-smoke``), with its exit status and last lines."""
     t0 = time.perf_counter()
-    target = ("tests/unit/percolation/test_grok_fourier.py" if cpu_smoke else "tests/unit")
+    target = ("tests/unit/percolation/grokking/test_fourier.py" if cpu_smoke else "tests/unit")
     cmd = [sys.executable, "-m", "pytest", target, "-q", "-x", "-p", "no:cacheprovider",
            *([] if cpu_smoke else ["-n", str(min(8, os.cpu_count() or 1))])]  # pytest-xdist
     try:
@@ -102,9 +102,9 @@ def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
     then its delay, both order parameters, and the verdicts for raw and aligned steps."""
     import torch
 
-    from flowlaws.percolation.grok_analysis import align_to_grok, delay_summary, judge_series
-    from flowlaws.percolation.grok_fourier import frequency_cmax
-    from flowlaws.percolation.grokking import GrokConfig, train
+    from flowlaws.percolation.grokking.analysis import align_to_grok, delay_summary, judge_series
+    from flowlaws.percolation.grokking.fourier import frequency_cmax
+    from flowlaws.percolation.grokking.training import GrokConfig, train
 
     t0 = time.perf_counter()
     kw = TINY if cpu_smoke else FULL

@@ -48,56 +48,68 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.conservation.figures`
   Part I's figures (I.1–I.5)
 
-``flowlaws.percolation``: Part II, percolation dynamics of SGD
+``flowlaws.percolation``: Part II, percolation dynamics of SGD, in five rooms
 
-- :mod:`flowlaws.percolation.ensemble`
+``flowlaws.percolation.dynamics``: the dynamics: ensembles, the loop, SDE, SGD, Adam and AdamW
+
+- :mod:`flowlaws.percolation.dynamics.ensemble`
   a batched ensemble of two-layer networks (II.1–II.9)
-- :mod:`flowlaws.percolation.ensemble_loop`
+- :mod:`flowlaws.percolation.dynamics.loop`
   the one loop that advances an ensemble, divergence included (II.1–II.9)
-- :mod:`flowlaws.percolation.sde`
+- :mod:`flowlaws.percolation.dynamics.sde`
   Euler–Maruyama, SGD as an SDE, plain ensemble SGD (II.1–II.5, II.9)
-- :mod:`flowlaws.percolation.quartic`
-  the quartic well: noise makes an invariant set attractive (II.1, II.2)
-- :mod:`flowlaws.percolation.sgd_ensembles`
+- :mod:`flowlaws.percolation.dynamics.sgd`
   teacher data, planted pairs, lr sweeps, the SGD order parameter (II.1–II.5)
-- :mod:`flowlaws.percolation.clusters`
-  invariant sets, merged groups and the order parameter C_max (II.2–II.9)
-- :mod:`flowlaws.percolation.reeb`
-  Reeb graphs of merges and splits (II.3, II.9)
-- :mod:`flowlaws.percolation.merge_processes`
-  block merges against Erdős–Rényi growth (II.4)
-- :mod:`flowlaws.percolation.dsi`
-  relative variance, peaks, λ and the cascade detector (II.5–II.8)
-- :mod:`flowlaws.percolation.surrogates`
-  the phase-randomized null model and its test (II.5–II.8)
-- :mod:`flowlaws.percolation.lppl`
-  a log-periodic power-law fit (II.5)
-- :mod:`flowlaws.percolation.cascade_models`
-  a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
-- :mod:`flowlaws.percolation.cascade_stats`
-  the run-level null (jumps dealt to runs) and the log-periodic comb statistic (II.5–II.8)
-- :mod:`flowlaws.percolation.cascade_test`
-  judge_cascade: p-value, power by injection, persistent peaks, three-way verdict (II.5–II.8)
-- :mod:`flowlaws.percolation.cascade_calibration`
-  the test's false-positive rate on staircases and its power on planted cascades (II.5)
-- :mod:`flowlaws.percolation.cascade_controls`
-  the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
-- :mod:`flowlaws.percolation.cascade_verdicts`
-  a trained ensemble judged, the seed's surrogate test beside it, power size, ledger (II.6, II.8)
-- :mod:`flowlaws.percolation.adaptive`
+- :mod:`flowlaws.percolation.dynamics.adaptive`
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
-- :mod:`flowlaws.percolation.grok_model`
-  modular addition and Nanda et al.'s one-layer Transformer, batched over runs (II.7)
-- :mod:`flowlaws.percolation.grokking`
-  training a grokking ensemble, interruptibly, with its records (II.7)
-- :mod:`flowlaws.percolation.grok_fourier`
-  MLP neurons' key frequencies and the frequency C_max (II.7)
-- :mod:`flowlaws.percolation.grok_analysis`
-  delay ratios, runs aligned by their grokking step, verdicts with Holm's correction (II.7)
-- :mod:`flowlaws.percolation.grok_store`
-  a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
-- :mod:`flowlaws.percolation.fragmentation`
+
+``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
+
+- :mod:`flowlaws.percolation.topology.clusters`
+  invariant sets, merged groups and the order parameter C_max (II.2–II.9)
+- :mod:`flowlaws.percolation.topology.reeb`
+  Reeb graphs of merges and splits (II.3, II.9)
+- :mod:`flowlaws.percolation.topology.fragmentation`
   merged neurons that split after a task switch (II.9)
+
+``flowlaws.percolation.cascade``: the cascade test: variance peaks, null, statistic, verdicts
+
+- :mod:`flowlaws.percolation.cascade.variance`
+  relative variance, peaks, λ and the cascade detector (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.surrogates`
+  the phase-randomized null model and its test (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.statistic`
+  the run-level null (jumps dealt to runs) and the log-periodic comb statistic (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.judge`
+  judge_cascade: p-value, power by injection, persistent peaks, three-way verdict (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.calibration`
+  the test's false-positive rate on staircases and its power on planted cascades (II.5)
+- :mod:`flowlaws.percolation.cascade.controls`
+  the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
+- :mod:`flowlaws.percolation.cascade.verdicts`
+  a trained ensemble judged, the seed's surrogate test beside it, power size, ledger (II.6, II.8)
+
+``flowlaws.percolation.grokking``: model, training, checkpoints, order parameters, analysis
+
+- :mod:`flowlaws.percolation.grokking.model`
+  modular addition and Nanda et al.'s one-layer Transformer, batched over runs (II.7)
+- :mod:`flowlaws.percolation.grokking.training`
+  training a grokking ensemble, interruptibly, with its records (II.7)
+- :mod:`flowlaws.percolation.grokking.fourier`
+  MLP neurons' key frequencies and the frequency C_max (II.7)
+- :mod:`flowlaws.percolation.grokking.analysis`
+  delay ratios, runs aligned by their grokking step, verdicts with Holm's correction (II.7)
+- :mod:`flowlaws.percolation.grokking.checkpoints`
+  a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
+
+``flowlaws.percolation.toys``: toy models with known answers
+
+- :mod:`flowlaws.percolation.toys.quartic`
+  the quartic well: noise makes an invariant set attractive (II.1, II.2)
+- :mod:`flowlaws.percolation.toys.merge_processes`
+  block merges against Erdős–Rényi growth (II.4)
+- :mod:`flowlaws.percolation.toys.cascades`
+  a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
 
 ``flowlaws.data``: data that ships, and readers for files you give
 

@@ -27,11 +27,12 @@ from flowlaws.common.optim import DivergenceError, UpdateRule, check_run_args
 from flowlaws.conservation.flow import mse_loss, parameters_of
 from flowlaws.conservation.training import train
 from flowlaws.data.text import char_dataset
-from flowlaws.percolation import adaptive, quartic, sde
-from flowlaws.percolation.cascade_models import KinematicModel
-from flowlaws.percolation.ensemble import TwoLayerShape, ensemble_init, ensemble_loss
-from flowlaws.percolation.ensemble_loop import run_ensemble
-from flowlaws.percolation.grokking import GrokConfig
+from flowlaws.percolation.dynamics import adaptive, sde
+from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, ensemble_init, ensemble_loss
+from flowlaws.percolation.dynamics.loop import run_ensemble
+from flowlaws.percolation.grokking.training import GrokConfig
+from flowlaws.percolation.toys import quartic
+from flowlaws.percolation.toys.cascades import KinematicModel
 
 NAN, INF = float("nan"), float("inf")
 

@@ -382,7 +382,7 @@ def atomic_save(obj: Any, path: Path) -> None:
         raise
 
 
-def _short_reason(error: BaseException) -> str:
+def short_reason(error: BaseException) -> str:
     """A one-line reason for an unreadable file that never suggests unsafe loading."""
     text = str(error)
     if "weights_only" in text or "Weights only" in text:
@@ -399,7 +399,7 @@ def _load_entry(path: Path) -> tuple[bool, Any]:
     except FileNotFoundError:
         return False, None
     except Exception as error:  # noqa: BLE001 - any unreadable file is recomputed, named
-        warnings.warn(f"cache entry {path} could not be read ({_short_reason(error)}); "
+        warnings.warn(f"cache entry {path} could not be read ({short_reason(error)}); "
                       "recomputing it and overwriting the file", CacheWarning, stacklevel=3)
         return False, None
     try:
@@ -407,7 +407,7 @@ def _load_entry(path: Path) -> tuple[bool, Any]:
             raise LookupError("it was written in an older cache format")
         return True, _decode(stored["result"])
     except Exception as error:  # noqa: BLE001
-        warnings.warn(f"cache entry {path} could not be decoded ({_short_reason(error)}); "
+        warnings.warn(f"cache entry {path} could not be decoded ({short_reason(error)}); "
                       "recomputing it and overwriting the file", CacheWarning, stacklevel=3)
         return False, None
 

@@ -6,8 +6,9 @@ check each against ``torch.optim``). The rules are written out rather than taken
 ``torch.optim``: ``torch.optim`` mutates leaf tensors in place and hides its state, while the
 book wants the update visible, the state a plain dict that a checkpoint can hold, and one rule
 for every shape of parameters: a model's parameter dict (:mod:`flowlaws.conservation.training`),
-an ensemble's ``(n_runs, dim)`` state (:mod:`flowlaws.percolation.adaptive`) or the batched
-Transformers of :mod:`flowlaws.percolation.grokking`. Every update is elementwise, so a leading
+an ensemble's ``(n_runs, dim)`` state (:mod:`flowlaws.percolation.dynamics.adaptive`) or the batched
+Transformers of :mod:`flowlaws.percolation.grokking.training`. Every update is elementwise, so a
+leading
 ensemble dimension needs nothing special, and ``lr`` may be a tensor that broadcasts (one
 learning rate per run).
 

@@ -80,7 +80,7 @@ def test_keys_see_the_content_of_tensors_arrays_and_modules():
 
 
 def test_keys_of_dataclasses_numpy_scalars_and_nested_dicts():
-    from flowlaws.percolation.ensemble import TwoLayerShape
+    from flowlaws.percolation.dynamics.ensemble import TwoLayerShape
 
     assert (cache.cache_key("k", {"s": TwoLayerShape(2, 3, 1)})
             != cache.cache_key("k", {"s": TwoLayerShape(2, 4, 1)}))

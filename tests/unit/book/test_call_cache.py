@@ -89,7 +89,7 @@ def test_the_function_s_code_globals_and_helpers_are_part_of_the_key():
 def test_a_recursive_function_and_a_library_function_have_keys():
     ns = notebook("def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)")
     assert call_key(ns["fact"], (4,), {}) != call_key(ns["fact"], (5,), {})
-    from flowlaws.percolation.dsi import relative_variance
+    from flowlaws.percolation.cascade.variance import relative_variance
     assert call_key(relative_variance, (1,), {}) == call_key(relative_variance, (1,), {})
 
 

@@ -1,0 +1,233 @@
+"""The statistics of the cascade test: a null built from the runs and a comb that tests
+discrete scale invariance. The test itself, with peaks, power and verdict, is
+:mod:`flowlaws.percolation.cascade.judge`.
+
+**Null (run level).** Each run's order parameter ``C_r(p)`` is split into *jumps* (increments
+larger than ``JUMP_FACTOR`` times the robust scale of all increments: every nonzero increment of
+an integer staircase) and the small rest, which stays in place. A null ensemble deals the pooled
+jump positions back to the runs at random, each run receiving as many as it had, and puts the
+run's own jump sizes on them in their original order (:func:`deal_jumps`). The null hypothesis:
+each run is an ordered sequence of jump sizes placed at times drawn independently from one
+common law, with no level structure inside a run. Under it the observed ensemble is one of the
+equally likely deals, so the rank p-value is exact at any ``n_runs`` and grid (a permutation
+test). A cascade is the opposite: every run jumps once per level, so ``C`` is nearly the same in
+all runs between levels and ``R = Var(C)/⟨C⟩²`` drops to almost zero there; dealt runs keep the
+levels' positions but not the one-jump-per-level order, and their ``R`` has no such peaks. Runs
+whose jumps depend on each other in time (a record process such as ``C_max`` of random-pair
+merging) are not covered exactly: the null can then be rejected without any cascade, which is
+why a verdict of cascade also needs persistent peaks (:mod:`flowlaws.percolation.cascade.judge`).
+
+**Statistic.** ``σ_R(p)`` is the run-bootstrap standard error of ``R(p)``, by the delta method
+(the infinitesimal jackknife, the bootstrap's large-sample value; a test checks it against
+resampling). The *peak excess* ``u = R − max(min_{q≤p} R, min_{q≥p} R)`` is zero for a monotone
+``R`` and the height above the higher side's lowest point in a peak; ``z = u / max(σ_R,
+median σ_R)`` (the median over the points where ``σ_R > 0``). Against ``x = ln|p − p_c|`` a DSI
+cascade is a periodic comb of period ``ln λ``. For ``p_c`` on a grid on both sides (``N_PC``
+each, from 0.3 to 1.3 window spans from the far end) and ``λ`` in ``LAM_RANGE``, a comb of
+``N_TEETH = 4`` teeth (three points fit any geometric law exactly; the fourth is the test)
+scores the lowest tooth minus the highest trough between teeth, each the mean of ``z`` within
+``±TOOTH_TOL`` of a period: all four levels must stand out *and* the gaps between them must be
+low, so a single broad peak, a step or rough noise scores little. The statistic is the best
+score over all combs, ties broken by the mean of ``z``.
+
+Explained in: book/02_percolation/05_dsi.ipynb.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowlaws.percolation.cascade.variance import LAM_RANGE
+
+__all__ = [
+    "JUMP_FACTOR", "N_TEETH", "TOOTH_TOL", "MIN_GAP",
+    "split_jumps", "deal_jumps", "relative_variance_se", "peak_excess", "standardized_excess",
+    "Comb", "comb_grid", "comb_statistic", "permutation_test",
+]
+
+JUMP_FACTOR = 5.0
+N_TEETH = 4
+TOOTH_TOL = 0.25
+N_PC = 32
+PC_REACH = (0.3, 1.3)
+MIN_GAP = 10  # the nearest distance to p_c that a comb reads, in grid steps
+DX = 0.03  # resolution in ln|p − p_c|
+N_LAM = 40
+CHUNK = 32
+
+
+def split_jumps(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rest, is_jump)``, both ``(n_runs, n_points − 1)``: the increments of each run that are
+    not jumps, and where the jumps are (``|ΔC| > JUMP_FACTOR · 1.4826 · MAD(ΔC)``, or any
+    nonzero increment when that scale is 0, as for an integer staircase)."""
+    d = np.diff(C, axis=1)
+    scale = 1.4826 * np.median(np.abs(d - np.median(d)))
+    is_jump = np.abs(d) > max(JUMP_FACTOR * scale, 1e-9 * max(np.ptp(C), 1e-300))
+    return np.where(is_jump, 0.0, d), is_jump
+
+
+def deal_jumps(C: np.ndarray, n: int, rng: np.random.Generator | None) -> np.ndarray:
+    """``(n, n_runs, n_points)`` float32 null ensembles: the pooled jumps of ``C`` dealt back to
+    the runs at random (each run gets as many positions as it had, and its own sizes on them in
+    order). ``rng=None`` deals every jump back where it was: ``C`` rebuilt by the same path."""
+    C = np.asarray(C, dtype=float)
+    rest, is_jump = split_jumps(C)
+    d = np.diff(C, axis=1)
+    runs, cols = np.nonzero(is_jump)
+    sizes = d[runs, cols]
+    M, T1 = rest.shape
+    out = np.empty((n, M, T1 + 1), dtype=np.float32)
+    out[:, :, 0] = C[:, 0]
+    for k in range(n):
+        dealt = cols if rng is None else cols[rng.permutation(len(cols))]
+        slots = runs * T1 + dealt[np.lexsort((dealt, runs))]
+        inc = rest + np.bincount(slots, weights=sizes, minlength=M * T1).reshape(M, T1)
+        out[k, :, 1:] = C[:, :1] + np.cumsum(inc, axis=1)
+    return out
+
+
+def relative_variance_se(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``R`` and its run-bootstrap standard error ``σ_R`` over axis ``−2`` (runs), by the delta
+    method: ``σ_R² = mean(IF²)/M`` with the influence ``IF = ((c−m)² − v)/m² − 2R(c−m)/m``,
+    from the central moments: ``mean(IF²) = (μ₄ − v²)/m⁴ − 4Rμ₃/m³ + 4R²v/m²``."""
+    C = np.asarray(C)
+    m = C.mean(axis=-2)
+    dev = C - m[..., None, :]
+    dev2 = dev * dev
+    v = dev2.mean(axis=-2)
+    mu3 = (dev2 * dev).mean(axis=-2)
+    mu4 = (dev2 * dev2).mean(axis=-2)
+    safe = np.where(m == 0, 1.0, m)
+    R = np.where(m == 0, 0.0, v / safe**2)
+    ms = (mu4 - v**2) / safe**4 - 4 * R * mu3 / safe**3 + 4 * R**2 * v / safe**2
+    se = np.sqrt(np.maximum(ms, 0.0) / C.shape[-2])
+    return R, np.where(m == 0, 0.0, se)
+
+
+def peak_excess(R: np.ndarray) -> np.ndarray:
+    """``R − max(min_{q≤p} R, min_{q≥p} R)`` along the last axis: 0 for a monotone signal."""
+    left = np.minimum.accumulate(R, axis=-1)
+    right = np.flip(np.minimum.accumulate(np.flip(R, -1), axis=-1), -1)
+    return R - np.maximum(left, right)
+
+
+def standardized_excess(C: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(z, R, scale)`` over axis ``−2`` (runs): ``z = peak_excess(R)/scale``."""
+    R, se = relative_variance_se(C)
+    pos = np.where(se > 0, se, np.nan)
+    floor = np.nan_to_num(np.nanmedian(pos, axis=-1, keepdims=True), nan=1.0) if np.isfinite(
+        pos).any() else np.ones(se.shape[:-1] + (1,))
+    scale = np.maximum(se, floor)
+    return peak_excess(R) / scale, R, scale
+
+
+@dataclass
+class _Grid:
+    p: np.ndarray
+    x: np.ndarray  # (nx,) ln|p − p_c|
+    direction: np.ndarray  # (G,) +1: p grows toward p_c
+    p_c: np.ndarray  # (G,)
+    i0: np.ndarray  # (G, nx) left grid index of each comb point
+    w: np.ndarray  # (G, nx) interpolation weight
+    valid: np.ndarray  # (G, nx)
+    shifts: np.ndarray  # periods in samples of x
+
+
+def comb_grid(p: np.ndarray) -> _Grid:
+    """The combs searched over the grid ``p``: computed once, used for data and nulls."""
+    dp, span = float(np.median(np.diff(p))), float(p[-1] - p[0])
+    reach = span * np.linspace(*PC_REACH, N_PC)
+    direction = np.repeat([1, -1], N_PC)
+    p_c = np.concatenate([p[0] + reach, p[-1] - reach])
+    x = np.arange(np.log(MIN_GAP * dp), np.log(span * PC_REACH[1]) + DX, DX)
+    q = p_c[:, None] - direction[:, None] * np.exp(x)[None, :]
+    fi = np.interp(q, p, np.arange(len(p), dtype=float), left=np.nan, right=np.nan)
+    valid = np.isfinite(fi)
+    fi = np.where(valid, fi, 0.0)
+    i0 = np.minimum(np.floor(fi).astype(int), len(p) - 2)
+    shifts = np.unique(np.round(np.log(np.geomspace(*LAM_RANGE, N_LAM)) / DX).astype(int))
+    shifts = shifts[(shifts >= 2) & ((N_TEETH - 1) * shifts < len(x))]
+    return _Grid(p, x, direction, p_c, i0, (fi - i0).astype(np.float32), valid, shifts)
+
+
+@dataclass
+class Comb:
+    """The best comb: ``direction`` (+1: ``p`` grows toward ``p_c``), ``p_c``, ``lam``, the
+    ``N_TEETH`` tooth positions ``teeth`` (nearest ``p_c`` first) and its ``score``."""
+
+    direction: int
+    p_c: float
+    lam: float
+    teeth: np.ndarray
+    score: float
+
+
+def _window_means(a: np.ndarray, valid: np.ndarray, sizes: np.ndarray) -> dict:
+    """``{w: (mean, inside)}``: the mean of ``a`` ``(B, G, nx)`` over the centred window of
+    ``w`` samples (0 where the window leaves the valid part), and ``inside`` ``(G, nx)``."""
+    zero = np.zeros(a.shape[:-1] + (1,), dtype=a.dtype)
+    total = np.concatenate([zero, np.cumsum(np.where(valid, a, 0), axis=-1)], axis=-1)
+    count = np.concatenate([np.zeros((valid.shape[0], 1), int), np.cumsum(valid, -1)], -1)
+    nx, out = a.shape[-1], {}
+    for w in np.unique(sizes):
+        mean = np.zeros(a.shape, dtype=a.dtype)
+        inside = np.zeros(valid.shape, dtype=bool)
+        inside[:, w // 2:w // 2 + nx - w + 1] = (count[:, w:] - count[:, :-w]) == w
+        mean[..., w // 2:w // 2 + nx - w + 1] = (total[..., w:] - total[..., :-w]) / w
+        out[int(w)] = (mean, inside)
+    return out
+
+
+def comb_statistic(z: np.ndarray, grid: _Grid, *, best: bool = False
+                   ) -> np.ndarray | tuple[np.ndarray, Comb | None]:
+    """``(B,)`` best comb score of each row of ``z`` ``(B, n_points)`` (module docstring); with
+    ``best=True`` also the :class:`Comb` of the first row."""
+    z = np.asarray(z, dtype=np.float32)
+    zx = z[:, grid.i0] * (1 - grid.w) + z[:, grid.i0 + 1] * grid.w  # (B, G, nx)
+    sizes = np.maximum(2, np.round(2 * TOOTH_TOL * grid.shifts).astype(int))
+    means = _window_means(zx, grid.valid, sizes)
+    nx = len(grid.x)
+    score, where = np.full(z.shape[0], -np.inf), None
+    for s, size in zip(grid.shifts, sizes, strict=True):
+        mean, inside = means[int(size)]
+        n, h = nx - (N_TEETH - 1) * s, s // 2
+        teeth, troughs, ok = mean[..., :n], mean[..., h:h + n], inside[:, :n]
+        for k in range(1, N_TEETH):
+            teeth = np.minimum(teeth, mean[..., k * s:k * s + n])
+            ok = ok & inside[:, k * s:k * s + n]
+            if k < N_TEETH - 1:
+                troughs = np.maximum(troughs, mean[..., k * s + h:k * s + h + n])
+        contrast = np.where(ok, teeth - troughs, -np.inf).reshape(z.shape[0], -1)
+        top_row = contrast.max(axis=1)
+        if best and top_row[0] > score[0]:
+            g, i = np.unravel_index(int(np.argmax(contrast[0])), (len(grid.p_c), n))
+            where = (int(grid.direction[g]), float(grid.p_c[g]), int(s), int(i), top_row[0])
+        score = np.maximum(score, top_row)
+    if not best:
+        return score
+    if where is None:
+        return score, None
+    direction, p_c, s, i, top = where
+    teeth = p_c - direction * np.exp(grid.x[i + s * np.arange(N_TEETH)])
+    return score, Comb(direction, p_c, float(np.exp(s * DX)), teeth, float(top))
+
+
+def _statistics(ensembles: np.ndarray, grid: _Grid) -> np.ndarray:
+    z = standardized_excess(ensembles)[0]
+    return np.stack([comb_statistic(z, grid), z.mean(axis=-1)], axis=-1)
+
+
+def permutation_test(C: np.ndarray, grid: _Grid, n_null: int, rng: np.random.Generator
+                   ) -> tuple[float, float, np.ndarray, Comb | None]:
+    """``(p_value, score, null scores, best Comb)`` of ``C`` against ``n_null`` deals.
+
+    The rank p-value ``(1 + #{null ≥ observed})/(1 + n_null)`` of the comb score, ties broken
+    by the mean of ``z`` (a few runs' quantised ``R`` can tie)."""
+    z = standardized_excess(deal_jumps(C, 1, None))[0]
+    observed, comb = comb_statistic(z, grid, best=True)
+    null = np.concatenate([_statistics(deal_jumps(C, min(CHUNK, n_null - k), rng), grid)
+                           for k in range(0, n_null, CHUNK)])
+    at_least = (null[:, 0] > observed[0]) | (
+        (null[:, 0] == observed[0]) & (null[:, 1] >= z.mean()))
+    return float((1 + at_least.sum()) / (1 + n_null)), float(observed[0]), null[:, 0], comb

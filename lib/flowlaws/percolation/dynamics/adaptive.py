@@ -1,0 +1,286 @@
+"""Adam and AdamW on an ensemble of two-layer networks, with heavy-tailed gradient noise.
+
+The optimizers act on the *joint state* ``(θ, m, v)``: parameters, first moments and second
+moments, each ``(n_runs, dim)``. One step (Kingma & Ba; Loshchilov & Hutter for AdamW)::
+
+    g ← ĝ(θ) (+ wd·θ for "adam" with L2 decay)
+    m ← β₁ m + (1 − β₁) g,     v ← β₂ v + (1 − β₂) g²
+    θ ← θ − lr · m̂ / (√v̂ + ε) (− lr·wd·θ for "adamw"),  m̂ = m/(1 − β₁ᵏ), v̂ = v/(1 − β₂ᵏ)
+
+and ``"sgd"`` is ``θ ← θ − lr ĝ`` (``m``, ``v`` unused), so the three share one noise model.
+
+**Gradient noise.** ``ĝ(θ) = Σ_n w_n ∇ℓ_n(θ)`` with random weights
+``w_n = 1/N + (ξ_n − ξ̄)/√(N B)``: for Gaussian ``ξ`` this has the mean ``∇L`` and the covariance
+``Σ/B`` of a mini-batch gradient of ``B`` samples (as
+:func:`flowlaws.percolation.dynamics.sde.sgd_coefficients`).
+Heavy tails: ``ξ_n`` is symmetric α-stable (:func:`stable_noise`, scaled so that ``α = 2`` is
+``N(0, 1)``; ``α < 2`` has infinite variance), then *truncated* at ``±truncation``
+(:func:`truncate`), which restores finite moments of every order. Because the noise is a
+reweighting of per-sample gradients, it lies in their span: two identical neurons receive
+identical noisy gradients, so the invariant sets of SGD (identical or dead neurons) stay
+invariant, for the joint state ``(θ, m, v)`` — the moments of two neurons must agree too.
+
+Explained in: book/02_percolation/06_adaptive.ipynb.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from flowlaws.common.checks import (
+    as_betas,
+    as_float,
+    as_int,
+    check_nonnegative,
+    check_positive,
+)
+from flowlaws.common.optim import UpdateRule, check_run_args
+from flowlaws.percolation.cascade.surrogates import NullTest, surrogate_test
+from flowlaws.percolation.cascade.variance import finite_runs, relative_variance
+from flowlaws.percolation.dynamics.ensemble import (
+    TwoLayerShape,
+    check_ensemble_inputs,
+    ensemble_init,
+    forward_cache,
+    split_params,
+    weighted_grad,
+)
+from flowlaws.percolation.dynamics.loop import divergence_report, run_ensemble
+from flowlaws.percolation.topology.clusters import (
+    DEFAULT_DEAD_TOL,
+    DEFAULT_TOL,
+    ensemble_cmax,
+    neuron_vectors,
+)
+
+__all__ = [
+    "OPTIMIZERS",
+    "stable_noise",
+    "truncate",
+    "noisy_gradient",
+    "AdaptivePath",
+    "train_ensemble",
+    "merged_ensemble",
+    "joint_neuron_vectors",
+    "pair_distances",
+    "cmax_curves",
+    "cmax_cascade",
+]
+
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+def stable_noise(shape: tuple[int, ...], alpha: float, generator: torch.Generator, *,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+                 ) -> torch.Tensor:
+    """Symmetric α-stable samples (Chambers–Mallows–Stuck), divided by √2.
+
+    ``X = sin(αU)/cos(U)^{1/α} · (cos((1−α)U)/W)^{(1−α)/α}``, ``U ~ U(−π/2, π/2)``,
+    ``W ~ Exp(1)``. At ``α = 2`` this is ``N(0, 2)``, so the result is ``N(0, 1)``; ``α = 1`` is a
+    Cauchy law of scale ``1/√2``. Tails ``P(|X| > x) ∝ x^{−α}`` for ``α < 2``. ``0 < α ≤ 2``.
+    """
+    if not 0 < alpha <= 2:
+        raise ValueError(f"alpha must lie in (0, 2], got {alpha}")
+    kw = {"generator": generator, "dtype": torch.float64, "device": generator.device}
+    u = (torch.rand(shape, **kw) - 0.5) * math.pi
+    w = -torch.log1p(-torch.rand(shape, **kw))
+    if alpha == 1:
+        x = torch.tan(u)
+    else:
+        x = (torch.sin(alpha * u) / torch.cos(u) ** (1 / alpha)
+             * (torch.cos((1 - alpha) * u) / w) ** ((1 - alpha) / alpha))
+    return (x / math.sqrt(2.0)).to(dtype=dtype, device=device)
+
+
+def truncate(xi: torch.Tensor, level: float) -> torch.Tensor:
+    """Clip every entry to ``[−level, level]`` (``level = inf`` leaves ``xi`` unchanged)."""
+    if not level > 0:
+        raise ValueError(f"truncation level must be positive, got {level}")
+    return xi if math.isinf(level) else xi.clamp(-level, level)
+
+
+def noisy_gradient(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
+                   *, batch_size: int | None, alpha: float, truncation: float,
+                   generator: torch.Generator) -> torch.Tensor:
+    """``(R, dim)`` the reweighted gradient ``Σ_n w_n ∇ℓ_n`` of the module docstring.
+
+    ``batch_size=None`` gives the exact full-batch gradient ``∇L`` (no noise).
+    """
+    R, n = theta.shape[0], X.shape[0]
+    weights = torch.full((R, n), 1.0 / n, dtype=theta.dtype, device=theta.device)
+    if batch_size is not None:
+        xi = truncate(stable_noise((R, n), alpha, generator, dtype=theta.dtype,
+                                   device=theta.device), truncation)
+        weights = weights + (xi - xi.mean(dim=1, keepdim=True)) / math.sqrt(n * batch_size)
+    return weighted_grad(weights, forward_cache(theta, shape, X, Y), X)
+
+
+@dataclass
+class AdaptivePath:
+    """Recorded joint states: ``times`` ``(T,)`` (``lr · step``), ``theta``, ``m``, ``v``
+    ``(T, R, dim)`` (NaN after a run diverged), ``diverged_at`` ``(R,)`` (``-1``: never)."""
+
+    times: np.ndarray
+    theta: torch.Tensor
+    m: torch.Tensor
+    v: torch.Tensor
+    diverged_at: torch.Tensor
+
+    @property
+    def final(self) -> torch.Tensor:
+        """``(R, dim)`` the last recorded parameters."""
+        return self.theta[-1]
+
+    def divergence_report(self, lr: float | None = None) -> str:
+        """One line naming the diverged runs and their steps (or saying that none did)."""
+        return divergence_report(self.diverged_at, lr)
+
+
+def train_ensemble(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
+    optimizer: str = "adam", lr: float, n_steps: int, batch_size: int | None = 4,
+    alpha: float = 2.0, truncation: float = math.inf, betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0, record_every: int = 1,
+    max_abs: float = 1e6, m0: torch.Tensor | None = None, v0: torch.Tensor | None = None,
+    progress: str | None = None,
+) -> AdaptivePath:
+    """SGD, Adam or AdamW with (heavy-tailed) reweighted-gradient noise, all runs at once.
+
+    Args:
+        theta0: ``(R, dim)`` initial parameters; ``m0``, ``v0`` initial moments (default 0).
+        optimizer: ``"sgd"``, ``"adam"`` (``weight_decay`` as an L2 term in the gradient) or
+            ``"adamw"`` (decoupled decay ``θ ← θ − lr·wd·θ``).
+        batch_size: the equivalent mini-batch size ``B`` of the noise; ``None``: no noise.
+        alpha, truncation: tail index of ``ξ`` and its clipping level (module docstring).
+        seed: seeds the noise; the same arguments give the same paths.
+        progress: a label to show a ``tqdm.auto`` progress bar over the steps (None: no bar).
+
+    Settings that cannot train (``batch_size=0``, ``betas`` outside ``[0, 1)``, ``eps ≤ 0``,
+    ``alpha`` outside ``(0, 2]``, NaN anywhere, shapes that do not match ``shape``) are refused
+    before the first step with an error naming the argument, instead of every run being
+    marked diverged at step 1.
+    """
+    check_run_args(optimizer, lr, n_steps, record_every, allowed=OPTIMIZERS)
+    batch_size, seed = _check_settings(theta0, shape, X, Y, batch_size=batch_size, alpha=alpha,
+                                       truncation=truncation, betas=betas, eps=eps,
+                                       weight_decay=weight_decay, seed=seed, m0=m0, v0=v0)
+    gen = torch.Generator(device=theta0.device).manual_seed(seed)
+    rule = UpdateRule(optimizer, lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    zeros = torch.zeros_like(theta0)
+    state0 = {"theta": theta0, "m": zeros if m0 is None else m0, "v": zeros if v0 is None else v0}
+
+    def advance(state: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
+        g = noisy_gradient(state["theta"], shape, X, Y, batch_size=batch_size, alpha=alpha,
+                           truncation=truncation, generator=gen)
+        moments = {"m": state["m"], "v": state["v"]}
+        theta = rule.step(state["theta"], g, moments, k)
+        return {"theta": theta, **moments}
+
+    run = run_ensemble(state0, advance, n_steps, record_every=record_every, max_abs=max_abs,
+                       progress=progress)
+    return AdaptivePath(lr * run.steps.astype(float), run.states["theta"], run.states["m"],
+                        run.states["v"], run.diverged_at)
+
+
+def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
+                    Y: torch.Tensor, *, batch_size: int | None, alpha: float, truncation: float,
+                    betas: tuple[float, float], eps: float, weight_decay: float, seed: int,
+                    m0: torch.Tensor | None, v0: torch.Tensor | None) -> tuple[int | None, int]:
+    """Refuse what :func:`train_ensemble` cannot train; returns ``batch_size`` and ``seed``."""
+    if batch_size is not None:
+        batch_size = as_int("batch_size", batch_size, minimum=1)
+    alpha = as_float("alpha", alpha, positive=True)
+    if alpha > 2:
+        raise ValueError(f"alpha must lie in (0, 2], got {alpha:g}")
+    as_float("truncation", truncation, positive=True, finite=False)
+    as_betas("betas", betas)
+    check_positive(eps=eps)
+    check_nonnegative(weight_decay=weight_decay)
+    check_ensemble_inputs(theta0, shape, X, Y)
+    for name, moment in (("m0", m0), ("v0", v0)):
+        got = getattr(moment, "shape", moment)
+        if moment is not None and (not isinstance(moment, torch.Tensor) or got != theta0.shape):
+            raise ValueError(f"{name} must have theta0's shape {tuple(theta0.shape)}, got {got}")
+    if v0 is not None and not bool((v0 >= 0).all()):
+        raise ValueError("v0 (second moments) must be non-negative and not NaN")
+    return batch_size, as_int("seed", seed)
+
+
+def merged_ensemble(
+    half: TwoLayerShape, n_runs: int, *, copies: int = 2, perturbation: float = 1e-3,
+    scale: float = 1.0, seed: int = 0, dtype: torch.dtype = torch.float32,
+) -> tuple[torch.Tensor, torch.Tensor, TwoLayerShape]:
+    """Runs that start next to the permutation set: every neuron of one ``half`` network copied.
+
+    Each neuron of a random ``half`` network (:func:`ensemble_init`, ``seed``)
+    is repeated ``copies`` times and its outgoing weights divided by ``copies``, so the wide
+    network computes the same function. Returns ``(theta0, merged, shape)``: ``theta0``
+    ``(n_runs, dim)`` is ``merged`` ``(1, dim)`` plus independent Gaussian perturbations of
+    standard deviation ``perturbation`` per run; ``shape`` the wide network's shape. Copies
+    of neuron ``i`` are the neurons ``copies·i, …, copies·i + copies − 1``.
+    """
+    V, U = split_params(ensemble_init(half, 1, seed=seed, scale=scale, dtype=dtype), half)
+    merged = torch.cat([V.repeat_interleave(copies, 1).flatten(1),
+                        (U.repeat_interleave(copies, 2) / copies).flatten(1)], 1)
+    shape = TwoLayerShape(half.n_in, copies * half.width, half.n_out, half.activation)
+    g = torch.Generator().manual_seed(seed + 1)
+    noise = perturbation * torch.randn(n_runs, shape.dim, generator=g, dtype=dtype)
+    return merged + noise, merged, shape
+
+
+def joint_neuron_vectors(theta: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
+                         shape: TwoLayerShape) -> torch.Tensor:
+    """``(..., width, 3(n_in + n_out))``: each neuron's parameters, then its ``m``, then ``v``.
+
+    Two neurons sit on the joint invariant set of Adam exactly when these rows coincide.
+    """
+    rows = [neuron_vectors(*split_params(t.reshape(-1, shape.dim), shape)) for t in (theta, m, v)]
+    return torch.cat(rows, dim=-1).reshape(*theta.shape[:-1], shape.width, -1)
+
+
+def pair_distances(theta: torch.Tensor, shape: TwoLayerShape,
+                   pairs: list[tuple[int, int]]) -> torch.Tensor:
+    """``(..., len(pairs))`` relative distances ``‖w_i − w_j‖/(‖w_i‖ + ‖w_j‖)`` of given pairs.
+
+    ``theta`` is ``(..., dim)``; a state of ``(T, R, dim)`` gives ``(T, R, n_pairs)``.
+    """
+    w = neuron_vectors(*split_params(theta.reshape(-1, shape.dim), shape))
+    i, j = (torch.tensor(idx) for idx in zip(*pairs, strict=True))
+    d = (w[:, i] - w[:, j]).norm(dim=-1) / (w[:, i].norm(dim=-1) + w[:, j].norm(dim=-1))
+    return d.reshape(*theta.shape[:-1], len(pairs))
+
+
+def cmax_curves(states: torch.Tensor, shape: TwoLayerShape, tol: float = DEFAULT_TOL,
+                dead_tol: float = DEFAULT_DEAD_TOL) -> np.ndarray:
+    """``(R, T)`` :func:`flowlaws.percolation.topology.clusters.ensemble_cmax` of every run at every
+    checkpoint of ``states`` ``(T, R, dim)`` (an :class:`AdaptivePath`'s ``theta`` or an
+    :class:`flowlaws.percolation.dynamics.sde.SDEPath`'s ``states``); NaN for a diverged run."""
+    return ensemble_cmax(states, shape, tol, dead_tol).T.cpu().numpy()
+
+
+def cmax_cascade(states: torch.Tensor, times: np.ndarray, shape: TwoLayerShape, *,
+                 n_surrogates: int = 1000, seed: int = 0, tol: float = DEFAULT_TOL
+                 ) -> tuple[np.ndarray, np.ndarray, NullTest]:
+    """``C_max`` of every run, its relative variance ``R(t)``, and the surrogate test of ``R``.
+
+    ``states`` ``(T, R, dim)``, ``times`` ``(T,)`` the control parameter (training time).
+    Returns ``C`` ``(R, T)`` (NaN rows for diverged runs), ``R`` ``(T,)`` over the runs that
+    never diverged (:func:`flowlaws.percolation.cascade.variance.finite_runs`) and the
+    :class:`flowlaws.percolation.cascade.surrogates.NullTest` (the cascade the detector finds in
+    ``R``,
+    its p-value among ``n_surrogates`` phase-randomized surrogates and the detector's detection
+    rate on them).
+    """
+    C = cmax_curves(states, shape, tol)
+    finite = finite_runs(C)
+    if len(finite) < len(C):
+        warnings.warn(f"{len(C) - len(finite)} of {len(C)} runs diverged (C_max is NaN): R is "
+                      f"computed over the {len(finite)} runs that stayed finite", stacklevel=2)
+    R = relative_variance(finite)
+    return C, R, surrogate_test(R, np.asarray(times, dtype=float), n_surrogates=n_surrogates,
+                                seed=seed)

@@ -1,0 +1,156 @@
+"""Reading a grokking ensemble: its delay, runs aligned by their own grokking step, the verdicts.
+
+**Delay.** A run's *memorisation step* is the first recorded step at which its train accuracy
+reaches ``mem_threshold`` and its *grokking step* the first at which its test accuracy reaches
+``grok_threshold`` (:func:`flowlaws.percolation.grokking.training.first_step_above`); the *delay
+ratio*
+is grokking step over memorisation step. :func:`delay_summary` gathers them with the test
+accuracy at memorisation.
+
+**Alignment.** Runs grok at different steps, and the spread of those steps alone makes variance
+(runs that grokked earlier have moved on). :func:`align_to_grok` reads each run's order parameter
+at ``t − t_grok`` of that run, on lags common to every run that grokked.
+
+**Verdicts.** :func:`judge_series` judges every order parameter × alignment with the book's one
+cascade test (:func:`flowlaws.percolation.cascade.controls.judged`, which calls
+:func:`flowlaws.percolation.cascade.judge.judge_cascade`), corrects the p-values for the number of
+tests with Holm's method, and, where the power at the claimed λ is below the target, measures the
+number of runs at which it would reach it (:func:`flowlaws.percolation.cascade.judge.runs_for_power`
+on the observed runs resampled: an approximation, said in the record).
+
+Explained in: book/02_percolation/07_grokking.ipynb
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowlaws.percolation.cascade.controls import holm, judged, power_fits
+from flowlaws.percolation.cascade.judge import POWER_TARGET, runs_for_power
+from flowlaws.percolation.cascade.statistic import MIN_GAP
+from flowlaws.percolation.grokking.training import first_step_above
+
+__all__ = ["Delay", "delay_summary", "align_to_grok", "judge_series"]
+
+
+@dataclass
+class Delay:
+    """``memorised``, ``grokked``, ``ratio`` and ``test_at_memorised`` ``(R,)`` (NaN where a run
+    never reached the threshold); ``n_runs``, ``n_grokked``; thresholds as given."""
+
+    memorised: np.ndarray
+    grokked: np.ndarray
+    ratio: np.ndarray
+    test_at_memorised: np.ndarray
+    n_runs: int
+    n_grokked: int
+    mem_threshold: float
+    grok_threshold: float
+
+    def line(self) -> str:
+        """One line: medians and ranges of the steps and of the ratio."""
+        def rng(a: np.ndarray, fmt: str) -> str:
+            a = a[np.isfinite(a)]
+            return (f"median {np.median(a):{fmt}} (range {a.min():{fmt}}–{a.max():{fmt}})"
+                    if len(a) else "none")
+        return (f"memorisation step {rng(self.memorised, '.0f')}; grokking step "
+                f"{rng(self.grokked, '.0f')} ({self.n_grokked} of {self.n_runs} runs); delay "
+                f"ratio {rng(self.ratio, '.1f')}; test accuracy at memorisation "
+                f"{rng(self.test_at_memorised, '.3f')}")
+
+
+def delay_summary(steps: np.ndarray, train_acc: np.ndarray, test_acc: np.ndarray, *,
+                  mem_threshold: float = 0.99, grok_threshold: float = 0.9) -> Delay:
+    """The :class:`Delay` of the records ``train_acc``, ``test_acc`` ``(T, R)`` at ``steps``."""
+    steps = np.asarray(steps)
+    mem = first_step_above(steps, train_acc, mem_threshold)
+    grok = first_step_above(steps, test_acc, grok_threshold)
+    at_mem = np.array([np.asarray(test_acc)[steps == m, r][0] if np.isfinite(m) else np.nan
+                       for r, m in enumerate(mem)])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = grok / mem
+    return Delay(mem, grok, ratio, at_mem, len(mem), int(np.isfinite(grok).sum()),
+                 mem_threshold, grok_threshold)
+
+
+def align_to_grok(steps: np.ndarray, C: np.ndarray, t_grok: np.ndarray, *,
+                  before: float, after: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(lags, aligned, kept)``: the order parameter ``C`` ``(T, R)`` (records at ``steps``
+    ``(T,)``, evenly spaced) of every run that grokked and whose window lies inside the
+    records, read at ``t_grok[r] + lag`` for the recorded lags ``−before ≤ lag ≤ after``;
+    ``aligned`` ``(n_kept, n_lags)``, ``kept`` the runs' indices."""
+    steps, C, t_grok = np.asarray(steps), np.asarray(C, dtype=float), np.asarray(t_grok)
+    dt = steps[1] - steps[0]
+    if not np.all(np.diff(steps) == dt):
+        raise ValueError("the records must be evenly spaced")
+    lags = np.arange(-np.floor(before / dt), np.floor(after / dt) + 1) * dt
+    kept, rows = [], []
+    for r, tg in enumerate(t_grok):
+        if not np.isfinite(tg):
+            continue
+        idx = np.searchsorted(steps, tg + lags)
+        if idx[0] < 0 or idx[-1] >= len(steps) or steps[idx[0]] != tg + lags[0]:
+            continue
+        kept.append(r)
+        rows.append(C[idx, r])
+    return lags, np.array(rows).reshape(len(rows), len(lags)), np.array(kept, dtype=int)
+
+
+def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]], *, lam: float = 2.11,
+                 alpha: float = 0.05, seed: int = 0, n_null: int = 199, n_power: int = 100,
+                 n_boot: int = 200, n_surrogates: int = 0,
+                 sizes: tuple[int, ...] = (64, 128, 256, 512), n_power_size: int = 40
+                 ) -> list[dict]:
+    """Judge each ``name: (C (n_runs, n_points), x (n_points,))`` of ``series``.
+
+    Each row is :func:`flowlaws.percolation.cascade.controls.judged`'s record plus ``name``,
+    ``holm`` (rejected after Holm's correction over the ``n_tests`` rows actually tested),
+    ``final`` (the verdict after the correction: a cascade whose p-value does not survive it is
+    "inconclusive"), ``runs_needed`` (the fewest of
+    ``sizes`` runs, observed runs resampled, at which the power at ``lam`` reaches 0.8, with
+    ``n_power_size`` injections per size; None if none did or power was not measurable),
+    ``sizes_tried`` and ``powers_tried``, and ``constant`` (nothing to judge, verdict
+    "inconclusive": the order parameter never varies, fewer than 2 finite runs, or fewer points
+    than the test needs).
+    """
+    rows = []
+    for k, (name, (C, x)) in enumerate(series.items()):
+        C = np.asarray(C, dtype=float)
+        finite = C[np.isfinite(C).all(1)]
+        why = ("the order parameter never varies (R ≡ 0)" if len(finite) >= 2
+               and np.ptp(finite) == 0 else f"{len(finite)} finite run(s)" if len(finite) < 2
+               else f"{C.shape[1]} points, fewer than the test's {8 * MIN_GAP}"
+               if C.shape[1] < 8 * MIN_GAP else "")
+        if why:
+            nan = float("nan")
+            rows.append({"name": name, "verdict": "inconclusive", "p_value": nan, "power": nan,
+                         "lam": nan, "lam_err": nan, "surrogate_p": nan, "constant": True,
+                         "n_runs": len(finite), "n_points": C.shape[1], "lam_claimed": lam,
+                         "summary": f"inconclusive: {why}"})
+            continue
+        rec = judged(C, x, alpha=alpha, seed=seed + k, lam=lam, n_null=n_null,
+                     n_power=n_power, n_boot=n_boot, n_surrogates=n_surrogates)
+        rec.update(name=name, constant=False)
+        rows.append(rec)
+    run = [r for r in rows if not r["constant"]]  # Holm over the tests actually run
+    p = np.array([r["p_value"] for r in run], dtype=float)
+    rejected = holm(np.where(np.isfinite(p), p, 1.0), alpha) if run else []
+    for r in rows:
+        r["holm"], r["n_tests"] = False, len(run)
+    for r, rej in zip(run, rejected, strict=True):
+        r["holm"] = bool(rej)
+    for r in rows:  # a cascade counts only when its p-value survives the correction
+        r["final"] = ("inconclusive" if r["verdict"] == "cascade" and not r["holm"]
+                      else r["verdict"])
+    for r in rows:
+        r["runs_needed"], r["sizes_tried"], r["powers_tried"] = None, [], []
+        if r["constant"] or not power_fits(r["n_points"], lam) or r["power"] >= POWER_TARGET:
+            continue
+        C, x = series[r["name"]]
+        need = runs_for_power(np.asarray(C, dtype=float), np.asarray(x, dtype=float),
+                              sizes=tuple(s for s in sizes if s > r["n_runs"]), seed=seed,
+                              lam=lam, alpha=alpha, n_power=n_power_size,
+                              n_null=min(n_null, 99), n_boot=min(n_boot, 100))
+        r["runs_needed"], r["sizes_tried"], r["powers_tried"] = need.n_runs, need.sizes, need.powers
+    return rows
