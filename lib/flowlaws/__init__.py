@@ -128,10 +128,18 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   device choice, seeds, one torch thread (every chapter)
 - :mod:`flowlaws.book.progress`
   progress bars, or reports to a live figure (every long loop)
-- :mod:`flowlaws.book.cache`
-  compute or load: results cached on disk, written atomically (II.1–II.9)
-- :mod:`flowlaws.book.call_cache`
+- :mod:`flowlaws.book.cache.calls`
   ``cached_call``: a cached call keyed by the function and everything it reads (II.1–II.9)
+- :mod:`flowlaws.book.cache.keys`
+  cache keys: arguments, functions (a helper module's by its code) and numbers described by
+  their content, the library's fingerprint (II.1–II.9)
+- :mod:`flowlaws.book.cache.paths`
+  files and folders in a key, by the SHA-256 of their content (II.1–II.9)
+- :mod:`flowlaws.book.cache.codec`
+  the closed stored format: only registered classes are rebuilt (II.1–II.9)
+- :mod:`flowlaws.book.cache.store`
+  entries on disk: checksummed, written atomically, refused and recomputed when damaged
+  (II.1–II.9)
 - :mod:`flowlaws.book.style`
   the book's matplotlib style (every chapter)
 - :mod:`flowlaws.book.tables`

@@ -3,7 +3,7 @@
 Each function runs a whole *ensemble* at once (states ``(R, dim)`` in the flat layout of
 :class:`flowlaws.percolation.dynamics.ensemble.TwoLayerShape`) and returns plain tensors or arrays,
 so a
-chapter can cache the result with :func:`flowlaws.book.cache.cached`.
+chapter can cache the result with :func:`flowlaws.book.cache.calls.cached`.
 
 Explained in: book/02_percolation/01_sde.ipynb (SDE and one-step moments),
 02_trapping.ipynb (lr sweeps), 04_percolation.ipynb (a cyclic problem) and 05_dsi.ipynb

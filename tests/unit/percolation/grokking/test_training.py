@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from flowlaws.book import cache
 from flowlaws.percolation.grokking import training
 from flowlaws.percolation.grokking.training import GrokConfig
 
@@ -118,13 +117,13 @@ def test_a_crash_while_saving_leaves_the_last_checkpoint_valid(tmp_path, monkeyp
             raise KeyboardInterrupt
         real_save(obj, f)
 
-    monkeypatch.setattr(cache.torch, "save", crashing_save)
+    monkeypatch.setattr(torch, "save", crashing_save)
     with pytest.raises(KeyboardInterrupt):
         training.train(cfg, cache_dir=tmp_path, progress=False)
     assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.prev.pt", "checkpoint.pt",
                                                         "config.json"]
     assert torch.load(folder / "checkpoint.pt", weights_only=True)["step"] == 4
-    monkeypatch.setattr(cache.torch, "save", real_save)
+    monkeypatch.setattr(torch, "save", real_save)
     assert training.train(cfg, cache_dir=tmp_path, progress=False).resumed_from == 4
 
 
