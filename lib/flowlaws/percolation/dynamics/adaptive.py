@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import (
     as_betas,
     as_float,
@@ -120,6 +121,7 @@ def noisy_gradient(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y
     return weighted_grad(weights, forward_cache(theta, shape, X, Y), X)
 
 
+@stored_type
 @dataclass
 class AdaptivePath:
     """Recorded joint states: ``times`` ``(T,)`` (``lr · step``), ``theta``, ``m``, ``v``

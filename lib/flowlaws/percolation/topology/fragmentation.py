@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from scipy.stats import binomtest, bootstrap
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.ledger import verdict_of_all
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, split_params
 from flowlaws.percolation.dynamics.sde import sgd_discrete
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 
+@stored_type
 @dataclass
 class SwitchResult:
     """What :func:`task_switch` recorded: ``times`` ``(T,)``, ``states`` ``(T, R, dim)``,
