@@ -18,6 +18,7 @@ import torch
 __all__ = [
     "one_thread",
     "pick_device",
+    "check_device",
     "seed_everything",
 ]
 
@@ -57,6 +58,24 @@ def pick_device(prefer: str | None = None, *, verbose: bool = True) -> torch.dev
     if verbose:
         detail = torch.cuda.get_device_name(device) if name == "cuda" else "CPU"
         print(f"flowlaws computes on: {name} ({detail}), torch {torch.__version__}")
+    return device
+
+
+def check_device(value: torch.device | str | None, name: str = "device") -> torch.device:
+    """``value`` as a :class:`torch.device` (``None``: the CPU), or a ``ValueError`` naming
+    ``name`` (``"cpux"`` is not a device; ``"cuda"`` without a GPU is refused here too)."""
+    if value is None:
+        return torch.device("cpu")
+    if not isinstance(value, torch.device | str):
+        raise TypeError(f"{name} must be a torch.device or a str such as 'cpu' or 'cuda', "
+                        f"got {type(value).__name__}")
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"{name} must name a torch device such as 'cpu', 'cuda' or 'cuda:0', "
+                         f"got {value!r}") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={value!r} but no CUDA device is available on this machine")
     return device
 
 
