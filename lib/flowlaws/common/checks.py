@@ -28,6 +28,7 @@ __all__ = [
     "as_float",
     "as_betas",
     "check_decoupled_decay",
+    "check_finite_parameters",
 ]
 
 
@@ -148,3 +149,12 @@ def check_decoupled_decay(lr: Any, weight_decay: Any, *, lr_name: str = "lr",
             f"the weights by 1 − {lr_name}·{decay_name} = {1 - product:g} at every step, which "
             f"{'zeroes' if product == 1 else 'flips the sign of'} them; lower {lr_name} or "
             f"{decay_name} so that their product is below 1")
+
+
+def check_finite_parameters(name: str, module: Any) -> None:
+    """Refuse a ``torch.nn.Module`` some of whose parameters hold NaN or inf, naming ``name``
+    and the parameter (a count or a drift at such a point is not defined)."""
+    for key, value in module.named_parameters():
+        if not bool(value.detach().isfinite().all()):
+            raise ValueError(f"{name}'s parameter {key!r} holds NaN or inf: nothing is defined "
+                             "at such a point (a diverged or corrupt model?)")

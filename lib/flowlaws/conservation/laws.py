@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from torch.func import grad, jacrev, jvp
 
 from flowlaws.book.runtime import one_thread
+from flowlaws.common.checks import check_finite_parameters
 from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLayer
 from flowlaws.conservation.flat_params import (
     ModelFn,
@@ -351,6 +352,21 @@ def orthogonality(model: nn.Module, inputs: Tensor, keys: list[str] | None = Non
         return _relative_dots(jacrev(h)(theta), jacobian(flat_model_fn(model, layout), theta, X))
 
 
+def _check_targets(targets: Tensor, shape: torch.Size) -> None:
+    """``targets`` shaped like the outputs ``shape`` and finite, or an error naming it."""
+    if not isinstance(targets, Tensor) or not (targets.is_floating_point()
+                                               or targets.dtype == torch.int64):
+        got = targets.dtype if isinstance(targets, Tensor) else type(targets).__name__
+        raise TypeError(f"targets must be a float tensor shaped like the outputs {tuple(shape)}, "
+                        f"got {got}")
+    if targets.shape != shape:
+        raise ValueError(f"targets must have the outputs' shape {tuple(shape)} (n inputs, "
+                         f"n outputs), got {tuple(targets.shape)}: a target of another number "
+                         "of outputs would be broadcast into a wrong loss")
+    if not bool(targets.isfinite().all()):
+        raise ValueError("targets hold NaN or inf")
+
+
 def drift(
     model: nn.Module, inputs: Tensor, targets: Tensor, candidate: LawFn | None = None
 ) -> dict[str, Tensor]:
@@ -364,9 +380,11 @@ def drift(
     blocks and no ``candidate``. Explained in: book/01_conservation/04_moe.ipynb
     """
     X = check_inputs(model, inputs)
+    check_finite_parameters("model", model)
     _refuse_unknown(model, candidate)
     theta, layout = model_layout(model)
     f = flat_model_fn(model, layout)
+    _check_targets(targets, f(theta, X).shape)
     loss = lambda t: 0.5 * (f(t, X) - targets.to(torch.float64)).pow(2).sum() / X.shape[0]  # noqa: E731
     g = grad(loss)(theta)
     laws = _law_fn(model) if candidate is None else candidate

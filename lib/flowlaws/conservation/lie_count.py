@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from torch.func import jacrev
 
 from flowlaws.book.runtime import one_thread
+from flowlaws.common.checks import as_float, as_int, check_finite_parameters
 from flowlaws.conservation.brackets import lie_dims
 from flowlaws.conservation.flat_params import (
     ModelFn,
@@ -262,8 +263,12 @@ def count(
     reference). Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
     X = check_inputs(model, inputs)
-    if not isinstance(n_points, int) or n_points < 1:
-        raise ValueError(f"n_points must be a positive int, got {n_points!r}")
+    check_finite_parameters("model", model)
+    n_points, max_depth = as_int("n_points", n_points, minimum=1), as_int("max_depth", max_depth,
+                                                                            minimum=0)
+    seed, spread = as_int("seed", seed), as_float("spread", spread, nonnegative=True)
+    min_gap = as_float("min_gap", min_gap, positive=True)
+    min_margin = as_float("min_margin", min_margin, positive=True)
     theta, layout = model_layout(model)
     f, h = flat_model_fn(model, layout), _law_vector_fn(model, layout)
     activity = unit_activity(model, X)

@@ -4,6 +4,14 @@
 :mod:`flowlaws.common.optim`), recording the loss and any conservation laws at every step;
 :func:`gradient_descent` is its GD special case.
 
+**Divergence, at any precision.** A run has diverged when its loss is NaN or infinite, or when
+the norm of its parameters exceeds :data:`DIVERGENCE_FACTOR` (1e4) times
+``max(‖θ_0‖, 1)``: in float64 a run at too large a step can stay finite for hundreds of steps
+(weights of 1e12) and is still no result. :func:`train` then raises
+:class:`~flowlaws.common.optim.DivergenceError` naming the step, ``lr`` and the rule that
+tripped; nothing diverged is returned. AdamW with ``lr · weight_decay ≥ 1`` (a decay that
+zeroes or flips the weights at every step) is refused before the first step.
+
 Explained in: book/01_conservation/05_discrete_steps.ipynb.
 """
 from __future__ import annotations
@@ -15,7 +23,7 @@ import numpy as np
 import torch
 
 from flowlaws.book.progress import track
-from flowlaws.common.checks import as_int
+from flowlaws.common.checks import as_int, check_decoupled_decay
 from flowlaws.common.optim import DivergenceError, UpdateRule, check_run_args
 from flowlaws.conservation.flow import (
     LawsFn,
@@ -27,9 +35,28 @@ from flowlaws.conservation.flow import (
 )
 
 __all__ = [
+    "DIVERGENCE_FACTOR",
     "train",
     "gradient_descent",
 ]
+
+
+DIVERGENCE_FACTOR = 1e4
+"""A run whose parameter norm exceeds this many times ``max(‖θ_0‖, 1)`` has diverged."""
+
+
+def _diverged(step: int, lr: float, loss: float, norm: float, limit: float
+              ) -> DivergenceError | None:
+    """The error of a diverged step (module docstring), or ``None``."""
+    if not math.isfinite(loss):
+        return DivergenceError(step, lr, loss)
+    if not norm <= limit:  # NaN parameters too
+        error = DivergenceError(step, lr, loss)
+        error.args = (f"training diverged at step {step} with lr={lr:g}: the parameter norm "
+                      f"{norm:.3g} exceeds {DIVERGENCE_FACTOR:g} × max(‖θ_0‖, 1) = {limit:.3g} "
+                      f"(loss={loss:.3g}); lower the learning rate or shorten the run",)
+        return error
+    return None
 
 
 def _batch_sampler(
@@ -128,20 +155,26 @@ def train(
         progress: show a ``tqdm`` progress bar.
 
     Raises:
-        DivergenceError: as soon as a loss is NaN or infinite, naming the step and ``lr``.
+        DivergenceError: as soon as a loss is NaN or infinite, or the parameter norm exceeds
+            :data:`DIVERGENCE_FACTOR` times ``max(‖θ_0‖, 1)``, naming the step and ``lr``.
+        ValueError: for ``"adamw"`` with ``lr · weight_decay ≥ 1``, naming both.
     """
     check_run_args(optimizer, lr, n_steps, record_every)
+    if optimizer == "adamw":
+        check_decoupled_decay(lr, weight_decay)
     params = {name: value.detach().clone() for name, value in params0.items()}
     device = next(iter(params.values())).device
     draw = _batch_sampler(loss_fn, optimizer, batch_size, seed, device)
     rule = UpdateRule(optimizer, lr, momentum, betas, eps, weight_decay)
     state = {name: rule.init_state(p) for name, p in params.items()}
     recorder = _Recorder(laws, laws is None if record_params is None else record_params)
+    limit = DIVERGENCE_FACTOR * max(math.sqrt(_sq_norm(params0)), 1.0)
     for step in track(range(n_steps + 1), enabled=progress, desc=f"{optimizer} lr={lr:g}"):
         g, loss = gradient_and_loss(loss_fn, params, draw())
         loss_value = float(loss)
-        if not math.isfinite(loss_value):
-            raise DivergenceError(step, lr, loss_value)
+        error = _diverged(step, lr, loss_value, math.sqrt(_sq_norm(params)), limit)
+        if error is not None:
+            raise error
         if step % record_every == 0 or step == n_steps:
             recorder.add(step, params, loss_value)
         if step < n_steps:
@@ -163,7 +196,8 @@ def gradient_descent(
     The parameters are always recorded; :func:`train` is the general loop.
 
     Raises:
-        DivergenceError: as soon as the loss is NaN or infinite, naming the step and ``lr``.
+        DivergenceError: as :func:`train` (a non-finite loss or a parameter norm far above its
+            start), naming the step and ``lr``.
     """
     return train(
         loss_fn, params0, "gd", lr, n_steps, record_every=record_every, laws=laws,

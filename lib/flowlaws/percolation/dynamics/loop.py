@@ -7,9 +7,12 @@ The
 state is a dict of ``(n_runs, dim)`` tensors whose ``"theta"`` entry holds the parameters; an
 optimiser adds its moments beside it.
 
-Divergence: after every step a run whose ``theta`` holds a NaN/inf or an entry above
-``max_abs`` is frozen at NaN, its step is recorded in ``diverged_at``, and the other runs go
-on. No run is dropped or replaced: callers see the NaN and report it (the order parameter
+Divergence, at any precision: after every step a run whose ``theta`` holds a NaN/inf, or an
+entry above ``max_abs`` (1e6 by default) times ``max(1, max|θ_0|)`` of that run -- a
+threshold relative to its start, so a float64 run that grows to 1e12 without overflowing is
+caught as surely as a float32 one -- is frozen at NaN, its step is recorded in
+``diverged_at``, and the other runs go on; a diverged run is never reported as finished.
+No run is dropped or replaced: callers see the NaN and report it (the order parameter
 :func:`flowlaws.percolation.topology.clusters.cmax` is NaN for such a run).
 
 Explained in: book/02_percolation/01_sde.ipynb.
@@ -48,9 +51,10 @@ class EnsembleRecord:
     diverged_at: torch.Tensor
 
 
-def _freeze_diverged(state: State, diverged_at: torch.Tensor, step: int, max_abs: float) -> None:
+def _freeze_diverged(state: State, diverged_at: torch.Tensor, step: int,
+                     limit: torch.Tensor) -> None:
     theta = state["theta"]
-    bad = ~torch.isfinite(theta).all(dim=1) | (theta.abs().amax(dim=1) > max_abs)
+    bad = ~torch.isfinite(theta).all(dim=1) | (theta.abs().amax(dim=1) > limit)
     diverged_at[bad & (diverged_at < 0)] = step
     theta[bad] = float("nan")
 
@@ -70,7 +74,8 @@ def run_ensemble(
         state0: name → ``(n_runs, ...)`` tensors; ``"theta"`` (``(n_runs, dim)``) is required.
         advance: the new state from the state after ``step − 1`` steps (a new dict).
         record_every: record every this many steps (step 0 and the last step always).
-        max_abs: a run with ``|θ| > max_abs`` anywhere counts as diverged (overflow).
+        max_abs: a run with ``|θ| > max_abs · max(1, max|θ_0|)`` anywhere (its own start)
+            counts as diverged.
         progress: a label to show a progress bar over the steps (None: no bar); inside
             :func:`flowlaws.book.progress.report_to` the steps are reported there instead.
     """
@@ -82,10 +87,13 @@ def run_ensemble(
     state = {k: v.detach().clone() for k, v in state0.items()}
     n_runs = state["theta"].shape[0]
     diverged_at = torch.full((n_runs,), -1, dtype=torch.int64, device=state["theta"].device)
+    theta0 = state["theta"]
+    start = theta0.abs().amax(dim=1) if theta0.shape[1] else theta0.new_zeros(n_runs)
+    limit = max_abs * torch.where(torch.isfinite(start), start, 0.0).clamp(min=1.0)
     steps, records = [0], [{k: v.clone() for k, v in state.items()}]
     for step in track(range(1, n_steps + 1), desc=progress, enabled=progress is not None):
         state = advance(state, step)
-        _freeze_diverged(state, diverged_at, step, max_abs)
+        _freeze_diverged(state, diverged_at, step, limit)
         if step % record_every == 0 or step == n_steps:
             steps.append(step)
             records.append({k: v.clone() for k, v in state.items()})

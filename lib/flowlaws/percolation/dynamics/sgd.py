@@ -15,6 +15,7 @@ import math
 
 import torch
 
+from flowlaws.common.checks import as_float
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
     ensemble_forward,
@@ -207,6 +208,9 @@ def sgd_lr_sweep(
 
     Explained in: book/02_percolation/02_trapping.ipynb.
     """
+    if isinstance(lrs, str | bytes) or not hasattr(lrs, "__len__") or len(lrs) == 0:
+        raise ValueError(f"lrs must be a non-empty list of positive learning rates, got {lrs!r}")
+    lrs = [as_float(f"lrs[{i}]", lr, positive=True) for i, lr in enumerate(lrs)]
     R = theta0.shape[0]
     lr_per_run = torch.tensor(lrs, dtype=theta0.dtype, device=theta0.device).repeat_interleave(R)
     return sgd_discrete(theta0.repeat(len(lrs), 1), shape, X, Y, lr=lr_per_run,
