@@ -243,3 +243,69 @@ def test_empty_data_is_refused_by_name(name, call, argument):
     with pytest.raises((ValueError, TypeError)) as info:
         call()
     assert _names(str(info.value), argument), f"{name}: {info.value}"
+
+
+# issue 27: the probes that found unnamed errors or silent wrong answers
+
+
+def test_count_and_drift_refuse_nan_parameters_by_name():
+    from flowlaws.conservation.laws import drift
+    from flowlaws.conservation.lie_count import count
+
+    model = TwoLayer(3, 4, 2).double()
+    with torch.no_grad():
+        model.V.weight[0, 0] = NAN
+    for call in (lambda: count(model, X), lambda: drift(model, X, torch.zeros(8, 2))):
+        with pytest.raises(ValueError, match=r"model's parameter 'V.weight' holds NaN"):
+            call()
+
+
+def test_drift_refuses_a_target_of_another_number_of_outputs():
+    from flowlaws.conservation.laws import drift
+
+    model = TwoLayer(3, 4, 2).double()
+    for wrong in (torch.zeros(8, 1), torch.zeros(8, 5), torch.zeros(8)):
+        with pytest.raises(ValueError, match=r"targets must have the outputs' shape \(8, 2\)"):
+            drift(model, X, wrong)
+
+
+def test_a_float64_run_that_grows_without_overflow_is_a_divergence():
+    # Adam at lr=1e3 moves each weight by about 1e3 a step: finite for ever in float64, and
+    # before issue 27 returned as a finished run
+    torch.manual_seed(0)
+    model = TwoLayer(3, 4, 1).double()
+    loss = mse_loss(model, X, Y)
+    with pytest.raises(DivergenceError, match=r"parameter norm .* exceeds 10000 ×") as info:
+        train(loss, parameters_of(model), "adam", 1e3, 200)
+    assert math.isfinite(info.value.loss) and info.value.step < 200
+
+
+def test_adamw_decay_that_zeroes_or_flips_the_weights_is_refused():
+    torch.manual_seed(0)
+    model = TwoLayer(3, 4, 1).double()
+    loss = mse_loss(model, X, Y)
+    for lr, wd, what in [(0.5, 2.0, "zeroes"), (1.0, 3.0, "flips the sign")]:
+        with pytest.raises(ValueError, match=rf"lr · weight_decay = .* ≥ 1.*{what}"):
+            train(loss, parameters_of(model), "adamw", lr, 3, weight_decay=wd)
+    train(loss, parameters_of(model), "adam", 1.0, 3, weight_decay=3.0)  # L2, not decoupled
+
+
+def test_the_ensemble_loop_threshold_is_relative_to_each_runs_start():
+    theta0 = torch.tensor([[1e3, 0.0], [0.5, 0.0]], dtype=torch.float64)
+    record = run_ensemble({"theta": theta0}, lambda s, k: {"theta": s["theta"] * 1e2}, 4,
+                          max_abs=1e6)
+    # run 0 (start 1e3: limit 1e9) passes it at step 4, not at step 2 as an absolute 1e6 did;
+    # run 1 (start 0.5: limit 1e6) at step 4 (5e7)
+    assert record.diverged_at.tolist() == [4, 4]
+
+
+def test_sgd_lr_sweep_blames_lrs_and_train_blames_device(tmp_path):
+    from flowlaws.percolation.dynamics.sgd import sgd_lr_sweep
+    from flowlaws.percolation.grokking.training import train as grok_train
+
+    with pytest.raises(ValueError, match=r"^lrs must be a non-empty list"):
+        sgd_lr_sweep(THETA, SHAPE, X, Y, [], batch_size=2, n_steps=2)
+    cfg = GrokConfig(p=7, fraction=0.5, d_model=8, n_heads=2, d_mlp=4, n_runs=1, n_steps=1)
+    with pytest.raises(ValueError, match=r"device must name a torch device.*'cpux'"):
+        grok_train(cfg, device="cpux", cache_dir=tmp_path, progress=False)
+    assert not list(tmp_path.iterdir())
