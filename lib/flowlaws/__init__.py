@@ -19,8 +19,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.conservation``: Part I, conservation laws of gradient flow
 
 - :mod:`flowlaws.conservation.laws`
-  the seed's laws per architecture, block by block in composite models; orthogonality, drift
-  (I.1–I.4, I.6)
+  the seed's laws per architecture (balancedness among them), block by block in composite
+  models; orthogonality, drift (I.1–I.6)
 - :mod:`flowlaws.conservation.flat_params`
   a model as a function of one flat θ: layout, Jacobian, the inputs each model takes (I.1–I.6)
 - :mod:`flowlaws.conservation.lie_count`
@@ -32,11 +32,12 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.conservation.relu_units`
   dead, linear and active ReLU units; seeds redrawn until none is degenerate (I.2)
 - :mod:`flowlaws.conservation.count_tables`
-  counts against closed forms, one row per model (I.2, I.3)
-- :mod:`flowlaws.conservation.moe`
-  the seed's MoE laws against the count, gate by gate (I.4)
+  counts against closed forms, one row per model; the seed's MoE laws against the count, gate
+  by gate (I.2–I.4)
+- :mod:`flowlaws.conservation.losses`
+  losses of a parameter dict, their gradients, the linear regression set-up (I.1, I.2, I.4–I.6)
 - :mod:`flowlaws.conservation.flow`
-  gradient flow, losses, conservation errors (I.1, I.2, I.4, I.5)
+  gradient flow and its recorded path, conservation errors (I.1, I.2, I.4, I.5)
 - :mod:`flowlaws.conservation.training`
   discrete optimisers that record the laws (I.1, I.5, I.6)
 - :mod:`flowlaws.conservation.discrete`

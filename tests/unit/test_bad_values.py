@@ -24,7 +24,7 @@ import torch
 
 from flowlaws.common.models import TwoLayer
 from flowlaws.common.optim import DivergenceError, UpdateRule, check_run_args
-from flowlaws.conservation.flow import mse_loss, parameters_of
+from flowlaws.conservation.losses import mse_loss, parameters_of
 from flowlaws.conservation.training import train
 from flowlaws.data.text import char_dataset
 from flowlaws.percolation.dynamics import adaptive, sde
