@@ -58,16 +58,18 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.dynamics.loop`
   the one loop that advances an ensemble, divergence included (II.1–II.9)
 - :mod:`flowlaws.percolation.dynamics.sde`
-  Euler–Maruyama, SGD as an SDE, plain ensemble SGD (II.1–II.5, II.9)
+  Euler–Maruyama, SGD read as an SDE (II.1, II.2)
 - :mod:`flowlaws.percolation.dynamics.sgd`
-  teacher data, planted pairs, lr sweeps, the SGD order parameter (II.1–II.5)
+  plain ensemble SGD, a loop over steps; lr sweeps, the SGD order parameter, SGD against its
+  SDE (II.1–II.5, II.9)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
-  Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
+  SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
 - :mod:`flowlaws.percolation.topology.clusters`
-  invariant sets, merged groups and the order parameter C_max (II.2–II.9)
+  invariant sets, merged groups, pair distances and the order parameter C_max, per run and
+  along a recorded path (II.2–II.9)
 - :mod:`flowlaws.percolation.topology.reeb`
   Reeb graphs of merges and splits (II.3, II.9)
 - :mod:`flowlaws.percolation.topology.fragmentation`
@@ -105,6 +107,9 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 
 ``flowlaws.percolation.toys``: toy models with known answers
 
+- :mod:`flowlaws.percolation.toys.planted`
+  teacher data, the cyclic problem, starts near the permutation set: planted pairs, merged
+  ensembles (II.1–II.4, II.6, II.9)
 - :mod:`flowlaws.percolation.toys.quartic`
   the quartic well: noise makes an invariant set attractive (II.1, II.2)
 - :mod:`flowlaws.percolation.toys.merge_processes`
