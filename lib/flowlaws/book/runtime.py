@@ -1,8 +1,10 @@
 """Where the book's computations run, and how they are made reproducible.
 
 :func:`pick_device` picks ``cuda`` when present and says so (every notebook prints what it
-got); :func:`seed_everything` seeds Python, NumPy and torch; :func:`one_thread` runs a block
-with one torch thread (small tensors run faster that way on a busy two-core machine).
+got); :func:`seed_everything` seeds Python, NumPy and torch; :func:`pin_threads` sets torch's
+intra-op threads for the rest of a notebook and :func:`one_thread` for one block (small tensors
+run faster on one thread on a busy two-core machine). A notebook pins its threads only through
+these two.
 
 Explained in: book/01_conservation/01_gradient_flow.ipynb.
 """
@@ -17,10 +19,28 @@ import torch
 
 __all__ = [
     "one_thread",
+    "pin_threads",
     "pick_device",
     "check_device",
     "seed_everything",
 ]
+
+
+def pin_threads(n: int = 1) -> int:
+    """Set torch's intra-op threads to ``n`` for the rest of the process; return the previous
+    count (so a caller can restore it).
+
+    The book's tensors are small (a few thousand numbers): on a shared two-core CPU one thread
+    is much faster than two, so every chapter calls ``pin_threads(1)`` in its setup cell (II.7,
+    whose transformer is larger, takes ``n_threads`` from its parameters).
+
+    Explained in: book/01_conservation/01_gradient_flow.ipynb
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be a positive int (threads), got {n!r}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    return before
 
 
 @contextmanager
@@ -33,8 +53,7 @@ def one_thread() -> Iterator[None]:
 
     Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    before = pin_threads(1)
     try:
         yield
     finally:
