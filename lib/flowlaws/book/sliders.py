@@ -156,7 +156,8 @@ class Knob:
         return f"{self.label} "
 
     def live_values(self, between: int = 3) -> np.ndarray:
-        """The values the live slider offers when off-grid points can be computed.
+        """The values the live view offers when off-grid points can be computed (its slider
+        keeps to the grid values; a menu beside it holds the values between).
 
         Every grid value, exactly, and in each interval up to ``between`` values evenly spaced
         (in ``log10`` for a log knob), each rounded to the fewest significant digits that
