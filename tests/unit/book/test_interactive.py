@@ -357,3 +357,23 @@ def test_a_second_mark_set_is_drawn_apart_with_its_own_symbol_colour_and_legend(
     assert spec["resolve"]["scale"]["color"] == "independent"  # not the curves' colours
     assert render_png(g, g.points[(0.04,)], (0.04,))[:4] == b"\x89PNG"
     assert set(two_sets(0.04).mark_sets()) == {"cascade", "other maxima"}
+
+
+def test_an_x_domain_fixes_the_axis_and_leaves_out_what_lies_beyond():
+    from flowlaws.book.vega import axis_domains
+
+    def beyond(lr):
+        x = np.array([0.2, 0.6, 1.0, 1.85, 1.85])  # a fitted p_c line past the data
+        return SliderPoint(x=x, curves={"R": np.array([1.0, 2.0, 1.5, 0.0, 3.0])},
+                           marks=np.array([[0.6, 2.0], [1.85, 3.0]]))
+
+    knobs = [Knob("lr", [0.1, 0.2])]
+    free = compute_grid(beyond, knobs, progress=False)
+    assert axis_domains(free)["x"] == [0.2, 1.85]
+    fixed = compute_grid(beyond, knobs, progress=False, x_domain=(0.0, 1.0))
+    assert axis_domains(fixed)["x"] == [0.0, 1.0]
+    spec = json.dumps(vega_spec(fixed))
+    assert "1.85" not in spec, "nothing beyond the domain is drawn"
+    assert render_png(fixed, fixed.points[(0.1,)], (0.1,))[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="x_domain"):
+        compute_grid(beyond, knobs, progress=False, x_domain=(1.0, 0.0))
