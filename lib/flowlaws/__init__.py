@@ -104,6 +104,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   delay ratios, runs aligned by their grokking step, verdicts with Holm's correction (II.7)
 - :mod:`flowlaws.percolation.grokking.checkpoints`
   a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
+- :mod:`flowlaws.percolation.grokking.figures`
+  accuracy as median bands with each run's grokking step; R with a first-point spike clipped (II.7)
 
 ``flowlaws.percolation.toys``: toy models with known answers
 
