@@ -62,6 +62,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   teacher data, planted pairs, lr sweeps, the SGD order parameter (II.1–II.5)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
+- :mod:`flowlaws.percolation.dynamics.adam_runs`
+  II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
