@@ -64,6 +64,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   SDE (II.1–II.5, II.9)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
+- :mod:`flowlaws.percolation.dynamics.adam_runs`
+  II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
@@ -169,6 +171,13 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the book's theorem index page (the ``{theorem-index}`` directive)
 - :mod:`flowlaws.book.ledger`
   ``record_claim``: a chapter's verdict on a seed's claim, glued for the claims ledger (I.1–II.9)
+- :mod:`flowlaws.book.rules.rule`
+  a decision rule as data (statistic, threshold, margin, window, size, reason, commit) and
+  its first rule when it was revised after the data
+- :mod:`flowlaws.book.rules.conservation`
+  the declared rules of Part I's claims (the ledger)
+- :mod:`flowlaws.book.rules.percolation`
+  the declared rules of Part II's claims (the ledger), with the three revised after the data
 
 Conventions (``CONTRIBUTING.md``): weight shapes follow PyTorch's ``out x in`` everywhere (a
 linear layer ``y = W x`` stores ``W`` with shape ``(n_out, n_in)``); ensembles carry a leading
