@@ -20,7 +20,7 @@ from flowlaws.common.chunks import (
     run_seeds,
     split_seeds,
 )
-from flowlaws.percolation.dynamics.seeded import data_ensemble_chunk, pairs_ensemble_chunk
+from flowlaws.percolation.dynamics.seeded import data_ensemble_chunk, teacher_ensemble_chunk
 
 TINY = {"data": "heart", "width": 4, "n_steps": 30, "record_every": 3}
 
@@ -46,8 +46,8 @@ def test_runs_do_not_depend_on_the_chunking(tmp_path):
     assert np.array_equal(joined["C"], one["C"], equal_nan=True)  # bit for bit
     assert np.array_equal(joined["acc"], one["acc"])
     assert np.array_equal(joined["steps"], one["steps"])
-    other = pairs_ensemble_chunk(seeds[2:4], n_steps=20, record_every=2)
-    assert np.array_equal(pairs_ensemble_chunk(seeds[:4], n_steps=20, record_every=2)["C"][2:],
+    other = teacher_ensemble_chunk(seeds[2:4], n_steps=20, record_every=2)
+    assert np.array_equal(teacher_ensemble_chunk(seeds[:4], n_steps=20, record_every=2)["C"][2:],
                           other["C"], equal_nan=True)
 
 

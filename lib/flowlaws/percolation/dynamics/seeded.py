@@ -16,7 +16,8 @@ Explained in: book/02_percolation/08_real_data.ipynb (the full preset) and
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -25,7 +26,8 @@ from flowlaws.percolation.dynamics.adaptive import cmax_curves, train_ensemble
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, ensemble_forward, ensemble_init
 from flowlaws.percolation.dynamics.sgd import planted_pairs, teacher_data
 
-__all__ = ["DATA_SETS", "noise_seed", "data_set", "data_ensemble_chunk", "pairs_ensemble_chunk"]
+__all__ = ["DATA_SETS", "INITS", "noise_seed", "one_thread", "data_set", "data_ensemble_chunk",
+           "teacher_ensemble_chunk"]
 
 DATA_SETS = ("heart", "digits")
 
@@ -59,9 +61,29 @@ def data_set(data: str, *, n_images: int = 500, data_seed: int = 0
     raise ValueError(f"data must be one of {DATA_SETS}, got {data!r}")
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread inside the block (restored after): a chunk's tensors are small, and
+    two threads per chunk on two cores that run two chunks at once are several times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _train(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
            seeds: Sequence[int], *, lr: float, batch_size: int, n_steps: int,
            record_every: int) -> dict:
+    with one_thread():
+        return _train_here(theta0, shape, X, Y, seeds, lr=lr, batch_size=batch_size,
+                           n_steps=n_steps, record_every=record_every)
+
+
+def _train_here(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
+                seeds: Sequence[int], *, lr: float, batch_size: int, n_steps: int,
+                record_every: int) -> dict:
     path = train_ensemble(theta0, shape, X, Y, optimizer="sgd", lr=lr, n_steps=n_steps,
                           batch_size=batch_size, seed=[noise_seed(s) for s in seeds],
                           record_every=record_every)
@@ -87,20 +109,29 @@ def data_ensemble_chunk(seeds: Sequence[int], *, data: str = "heart", width: int
                   record_every=record_every)
 
 
-def pairs_ensemble_chunk(seeds: Sequence[int], *, n_in: int = 4, width: int = 8,
-                         n_teacher: int = 2, n_data: int = 64, label_noise: float = 0.3,
-                         rel_noise: float = 0.1, lr: float = 0.1, batch_size: int = 2,
-                         n_steps: int = 4000, record_every: int = 4, data_seed: int = 0
-                         ) -> dict:
-    """Students with planted symmetric pairs on teacher data, run by run: ``n_data`` inputs
-    of a ``n_teacher``-neuron tanh teacher with ``label_noise``
-    (:func:`flowlaws.percolation.dynamics.sgd.teacher_data`, ``data_seed``); each student of
-    ``width`` neurons starts with neuron ``i + width/2`` a copy of neuron ``i`` up to
-    ``rel_noise`` (:func:`~flowlaws.percolation.dynamics.sgd.planted_pairs`, the run's seed),
-    so pairs can merge, and the merged units again, over generations."""
+INITS = ("pairs", "small")
+
+
+def teacher_ensemble_chunk(seeds: Sequence[int], *, init: str = "pairs", n_in: int = 4,
+                           width: int = 8, n_teacher: int = 2, n_data: int = 64,
+                           label_noise: float = 0.3, rel_noise: float = 0.1,
+                           init_scale: float = 0.1, lr: float = 0.1, batch_size: int = 2,
+                           n_steps: int = 4000, record_every: int = 4, data_seed: int = 0
+                           ) -> dict:
+    """Students on teacher data, run by run: ``n_data`` inputs of a ``n_teacher``-neuron tanh
+    teacher with ``label_noise`` (:func:`flowlaws.percolation.dynamics.sgd.teacher_data`,
+    ``data_seed``), students of ``width`` tanh neurons. ``init="pairs"``: neuron
+    ``i + width/2`` starts as a copy of neuron ``i`` up to ``rel_noise``
+    (:func:`~flowlaws.percolation.dynamics.sgd.planted_pairs`), so pairs can merge, and merged
+    pairs again, over generations; ``init="small"``: independent neurons at scale
+    ``init_scale`` (``ensemble_init``), which condense as they grow."""
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
     X, Y = teacher_data(n_data, n_in, n_teacher, label_noise=label_noise, seed=data_seed)
     shape = TwoLayerShape(n_in, width, 1, "tanh")
     theta0 = torch.cat([planted_pairs(shape, 1, rel_noise=rel_noise, seed=int(s))
-                        for s in seeds])
+                        if init == "pairs" else
+                        ensemble_init(shape, 1, scale=init_scale, seed=int(s),
+                                      dtype=torch.float32) for s in seeds])
     return _train(theta0, shape, X, Y, seeds, lr=lr, batch_size=batch_size, n_steps=n_steps,
                   record_every=record_every)
