@@ -168,7 +168,7 @@ def ensemble_loss(
 ) -> torch.Tensor:
     """``(R,)`` full-batch losses ``L = (1/2N) Σ_n ‖f(x_n) − y_n‖²``.
 
-    The same loss as :func:`flowlaws.conservation.flow.mse_loss`. ``Y`` is ``(N, n_out)`` or
+    The same loss as :func:`flowlaws.conservation.losses.mse_loss`. ``Y`` is ``(N, n_out)`` or
     ``(R, N, n_out)``; any other shape (``(N,)`` for ``n_out = 1`` would broadcast to an
     ``N × N`` loss) is a ``ValueError`` naming the shapes.
     """

@@ -10,7 +10,7 @@ The optimiser is AdamW as written once for the book (:class:`flowlaws.common.opt
 the update of :class:`torch.optim.AdamW`: decoupled weight decay, bias-corrected moments), with
 Nanda's linear warm-up of the learning rate over ``warmup`` steps.
 
-Every ``log_every`` steps :func:`train` records, per run, train and test accuracy and loss
+Every ``log_every`` steps :func:`train_grokking` records, per run, train and test accuracy and loss
 and the *merge order parameter* ``C_max``: MLP neuron ``i`` is the vector
 ``[W_in[i, :], b_in[i], W_out[:, i]]`` and ``C_max`` is the size of the largest group of
 neurons linked by relative distances below ``tol``
@@ -108,7 +108,7 @@ __all__ = [
     "nearest_neighbour_distance",
     "GrokRun",
     "run_folder",
-    "train",
+    "train_grokking",
     "first_step_above",
 ]
 
@@ -171,7 +171,7 @@ class StoredParamsUnavailable(Mapping):
 
 @dataclass
 class GrokRun:
-    """What :func:`train` returns. ``steps`` ``(T,)``; ``train_acc``, ``test_acc``,
+    """What :func:`train_grokking` returns. ``steps`` ``(T,)``; ``train_acc``, ``test_acc``,
     ``train_loss``, ``test_loss``, ``nn_distance`` ``(T, R)``; ``c_max`` ``(T, R, n_tols)``
     (one column per ``config.tols``); ``freqs`` ``(T, R, d_mlp, 2)`` every MLP neuron's key
     frequency and its share (:func:`flowlaws.percolation.grokking.fourier.frequency_cmax` turns
@@ -248,7 +248,7 @@ def _save(ckpt: dict, folder: Path) -> None:
     save_checkpoint(ckpt, folder)
 
 
-def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
+def train_grokking(cfg: GrokConfig, *, device: torch.device | str | None = None,
           cache_dir: Path | str | None = None, progress: bool = True,
           callback: Callable[[int], None] | None = None) -> GrokRun:
     """Train (or resume, or load) the ensemble of ``cfg`` up to ``cfg.n_steps`` steps.

@@ -23,7 +23,7 @@ TINY = {"p": 7, "fraction": 0.5, "d_model": 8, "n_heads": 2, "d_mlp": 12, "n_run
 
 
 def train(cfg, folder, **kw):
-    return training.train(cfg, cache_dir=folder, progress=False, **kw)
+    return training.train_grokking(cfg, cache_dir=folder, progress=False, **kw)
 
 
 def test_cmax_from_forests_equals_cmax_at_every_tolerance():
