@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import as_float, as_int, check_positive
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 
+@stored_type
 @dataclass
 class SGDPath:
     """An SGD ensemble recorded every few steps.
