@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from flowlaws.book import cache as _cache
-from flowlaws.book.cache import call_key
+from flowlaws.book.cache.calls import call_key
+from flowlaws.book.cache.store import cache_dir as default_cache_dir
+from flowlaws.book.cache.store import store_or_load
 from flowlaws.book.progress import bar
 
 __all__ = [
@@ -142,14 +143,14 @@ def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | Non
     """
     params = dict(params or {})
     chunks = split_seeds(seeds, chunk_size)
-    folder = Path(cache_dir).expanduser() if cache_dir is not None else _cache.cache_dir()
+    folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     stems = [chunk_stem(fn, c, params) for c in chunks] if cache else [None] * len(chunks)
     results: list[Any] = [None] * len(chunks)
     todo = []
     for i, stem in enumerate(stems):
         if stem is not None and _stored(folder / f"{stem}.pt"):
             # loads; an unreadable entry is recomputed here, with a warning naming it
-            results[i] = _cache.store_or_load(stem, lambda c=chunks[i]: fn(c, **params),
+            results[i] = store_or_load(stem, lambda c=chunks[i]: fn(c, **params),
                                               folder, name=stem)
         else:
             todo.append(i)
@@ -158,7 +159,7 @@ def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | Non
 
     def finish(i: int, result: Any) -> None:
         results[i] = (result if stems[i] is None else
-                      _cache.store_or_load(stems[i], lambda: result, folder, name=stems[i]))
+                      store_or_load(stems[i], lambda: result, folder, name=stems[i]))
         shown.update(1)
 
     dask_client, cluster, where = _client(scheduler, workers, client) if todo else (
