@@ -301,7 +301,7 @@ def test_the_ensemble_loop_threshold_is_relative_to_each_runs_start():
 
 def test_sgd_lr_sweep_blames_lrs_and_train_blames_device(tmp_path):
     from flowlaws.percolation.dynamics.sgd import sgd_lr_sweep
-    from flowlaws.percolation.grokking.training import train as grok_train
+    from flowlaws.percolation.grokking.training import train_grokking as grok_train
 
     with pytest.raises(ValueError, match=r"^lrs must be a non-empty list"):
         sgd_lr_sweep(THETA, SHAPE, X, Y, [], batch_size=2, n_steps=2)

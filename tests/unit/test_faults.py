@@ -158,9 +158,9 @@ def test_two_trainings_of_one_run_take_turns_and_lose_nothing(tmp_path):
     cfg = GrokConfig(**GROK_CONFIG)
     with warnings.catch_warnings():
         warnings.simplefilter("error", GrokStoreWarning)
-        again = training.train(cfg, cache_dir=tmp_path, progress=False)
+        again = training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     assert again.resumed_from == cfg.n_steps  # stored whole by one of them, loaded
-    clean = training.train(cfg, cache_dir=tmp_path / "clean", progress=False)
+    clean = training.train_grokking(cfg, cache_dir=tmp_path / "clean", progress=False)
     _same_run(clean, again)
 
 
@@ -170,19 +170,19 @@ def test_a_checkpoint_path_that_is_a_folder_is_refused_before_training(tmp_path)
     (folder / "checkpoint.pt").mkdir(parents=True)
     steps = []
     with pytest.raises(IsADirectoryError, match=rf"{folder / 'checkpoint.pt'} is a folder"):
-        training.train(cfg, cache_dir=tmp_path, progress=False, callback=steps.append)
+        training.train_grokking(cfg, cache_dir=tmp_path, progress=False, callback=steps.append)
     assert steps == []
 
 
 def test_a_finished_checkpoint_with_nan_parameters_is_named_corrupt_not_returned(tmp_path):
     cfg = GrokConfig(**{**GROK_CONFIG, "n_steps": 8})
-    run = training.train(cfg, cache_dir=tmp_path, progress=False)
+    run = training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     newest = run.folder / "checkpoint.pt"
     ckpt = torch.load(newest, weights_only=True)
     ckpt["params"]["W_in"][0, 0, 0] = float("nan")
     torch.save(ckpt, newest)
     with pytest.warns(GrokStoreWarning, match=rf"{newest}.*corrupt.*W_in holds NaN") as record:
-        again = training.train(cfg, cache_dir=tmp_path, progress=False)
+        again = training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     assert "learning rate" not in str(record[0].message)
     assert all(torch.isfinite(t).all() for t in again.params.values())
     _same_run(run, again)
@@ -190,19 +190,19 @@ def test_a_finished_checkpoint_with_nan_parameters_is_named_corrupt_not_returned
 
 def test_a_checkpoint_whose_version_is_not_an_integer_is_named(tmp_path):
     cfg = GrokConfig(**{**GROK_CONFIG, "n_steps": 8})
-    run = training.train(cfg, cache_dir=tmp_path, progress=False)
+    run = training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     newest = run.folder / "checkpoint.pt"
     ckpt = torch.load(newest, weights_only=True)
     ckpt["training_code_version"] = "x"
     torch.save(ckpt, newest)
     with pytest.warns(GrokStoreWarning, match=rf"{newest} is corrupt.*'x', not an integer"):
-        training.train(cfg, cache_dir=tmp_path, progress=False)
+        training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
 
 
 def test_params_of_a_shorter_n_steps_are_refused_not_the_longer_runs(tmp_path):
-    long = training.train(GrokConfig(**{**GROK_CONFIG, "n_steps": 8}), cache_dir=tmp_path,
+    long = training.train_grokking(GrokConfig(**{**GROK_CONFIG, "n_steps": 8}), cache_dir=tmp_path,
                           progress=False)
-    short = training.train(GrokConfig(**{**GROK_CONFIG, "n_steps": 4}), cache_dir=tmp_path,
+    short = training.train_grokking(GrokConfig(**{**GROK_CONFIG, "n_steps": 4}), cache_dir=tmp_path,
                            progress=False)
     assert short.steps[-1] == 4 and long.params_step == 8 and short.params_step == 4
     with pytest.raises(LookupError, match="parameters at step 4 are not stored.*step 8"):
@@ -216,7 +216,7 @@ def test_a_float64_run_that_blows_up_without_overflow_is_not_a_result(tmp_path):
     cfg = GrokConfig(**{**GROK_CONFIG, "lr": 50.0, "weight_decay": 0.0, "warmup": 0,
                         "n_steps": 20, "checkpoint_every": 10}, dtype="float64")
     with pytest.raises(training.GrokDivergenceError, match="above 100 times") as info:
-        training.train(cfg, cache_dir=tmp_path, progress=False)
+        training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     ckpt = torch.load(training.run_folder(cfg, "cpu", tmp_path) / "checkpoint.pt",
                       weights_only=True)
     assert ckpt["step"] < info.value.step  # the diverged state was never saved
@@ -225,5 +225,5 @@ def test_a_float64_run_that_blows_up_without_overflow_is_not_a_result(tmp_path):
 def test_adamw_decay_that_flips_the_weights_is_refused(tmp_path):
     cfg = GrokConfig(**{**GROK_CONFIG, "lr": 3.0, "weight_decay": 1.0})
     with pytest.raises(ValueError, match=r"cfg.lr · cfg.weight_decay = 3 ≥ 1.*flips the sign"):
-        training.train(cfg, cache_dir=tmp_path, progress=False)
+        training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     assert not list(tmp_path.iterdir())  # refused before any folder

@@ -35,7 +35,7 @@ second loads or extends what the first stored, and no work is lost.
 or exceeds :data:`DIVERGENCE_FACTOR` (100) times its own train loss at step 0 (about
 ``log p`` for an untrained model), or when a parameter is NaN or infinite. In float64 a run at
 too high a learning rate can stay finite -- a train loss of 1e78, weights of 1e12 -- and it is
-still not a result: :func:`train` raises :class:`GrokDivergenceError` and never saves a
+still not a result: :func:`train_grokking` raises :class:`GrokDivergenceError` and never saves a
 diverged state, finished or not. AdamW's decoupled decay multiplies the weights by
 ``1 − lr · weight_decay`` at each step: ``lr · weight_decay ≥ 1`` (weights zeroed or flipped)
 is refused before training.
