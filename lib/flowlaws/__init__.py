@@ -113,6 +113,11 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.toys.cascades`
   a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
 
+``flowlaws.percolation``, beside its rooms
+
+- :mod:`flowlaws.percolation.power_example`
+  one cascade planted in a real ensemble and what the test sees of it: why its power is low (II.5)
+
 ``flowlaws.data``: data that ships, and readers for files you give
 
 - :mod:`flowlaws.data.text`
