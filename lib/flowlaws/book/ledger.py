@@ -329,8 +329,8 @@ PLACEHOLDER_CLASS = "flowlaws-findings-here"
 
 
 def _mark_rows_and_badges(doctree: Any) -> None:
-    """Every table cell that reads as a verdict becomes a badge (text and colour); a row that
-    starts with a claim id gets the anchor ``claim-<id>`` the findings link to."""
+    """Every table cell or bold text that reads as a verdict becomes a badge (text and colour);
+    a row that starts with a claim id gets the anchor ``claim-<id>`` the findings link to."""
     from docutils import nodes
 
     for entry in list(doctree.findall(nodes.entry)):
@@ -342,6 +342,13 @@ def _mark_rows_and_badges(doctree: Any) -> None:
             badge += paragraph.children
             paragraph.children = []
             paragraph += badge
+    for strong in list(doctree.findall(nodes.strong)):  # a chapter summary's pasted verdict
+        text = strong.astext().strip()
+        if text in VERDICTS:
+            badge = _badge(text)
+            badge.children = []
+            badge += strong.children
+            strong.replace_self(badge)
     for row in doctree.findall(nodes.row):
         first = row.children[0] if row.children else None
         claim = first.astext().strip() if first is not None else ""
