@@ -38,6 +38,8 @@ __all__ = [
     "findings_families",
     "glued_values",
     "ledger_rows",
+    "p_value_text",
+    "rate_text",
     "record_claim",
     "record_value",
     "resolve_verdict",
@@ -109,6 +111,21 @@ def record_claim(claim_id: str, verdict: str, number: str, *, quiet: bool = Fals
     _glue(claim_id + NUMBER_SUFFIX, number)
     if not quiet:
         print(f"ledger · {claim_id}: {verdict} ({number})")
+
+
+def p_value_text(p_value: float) -> str:
+    """A p-value as the ledger writes every one: ``"p = 0.012"`` (three decimals)."""
+    if not 0.0 <= float(p_value) <= 1.0:
+        raise ValueError(f"p_value must lie in [0, 1], got {p_value!r}")
+    return f"p = {float(p_value):.3f}"
+
+
+def rate_text(rate: float, n: int, noun: str = "surrogates") -> str:
+    """A share of trials as the ledger writes every one: ``"0.97 of 200 surrogates"`` (a
+    fraction with two decimals, then how many trials)."""
+    if not 0.0 <= float(rate) <= 1.0:
+        raise ValueError(f"rate must lie in [0, 1], got {rate!r}")
+    return f"{float(rate):.2f} of {int(n)} {noun}"
 
 
 def record_value(key: str, text: str) -> None:

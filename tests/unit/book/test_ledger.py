@@ -158,3 +158,13 @@ def test_the_findings_count_what_the_cells_paste():
     _, problems = _findings_nodes(text.replace("Cascades: e_f", "Cascades: e_f g_h"),
                                   lambda n, k: None, "")
     assert problems == ["the findings name 'g_h', which is no row of the ledger"]
+
+
+def test_one_number_format_for_p_values_and_rates():
+    from flowlaws.book.ledger import p_value_text, rate_text
+
+    assert p_value_text(1.0) == "p = 1.000" and p_value_text(0.0123) == "p = 0.012"
+    assert rate_text(1.0, 1000) == "1.00 of 1000 surrogates"
+    assert rate_text(0.5, 64, "runs") == "0.50 of 64 runs"
+    with pytest.raises(ValueError, match="p_value"):
+        p_value_text(1.5)
