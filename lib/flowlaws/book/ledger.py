@@ -10,6 +10,10 @@ the page, and a key that no chapter glues fails the build (``-W``).
 
 - ``verdict`` is one of :data:`VERDICTS`; ``number`` is a short line computed in that run
   (``"λ = 1.81 ± 0.04, p = 0.010, power 0.50, 64 runs"``), never typed.
+- the verdict comes from a decision rule declared before the data in :mod:`flowlaws.book.rules`
+  (``rule=``, by default the claim's own); an undeclared rule is refused, and a rule revised
+  after the data needs the verdict under its first rule (``first_verdict=``), which the number
+  then states.
 - :func:`glued_values` reads the glued values back from an executed notebook (the tests
   compare them with the rendered page).
 - :func:`setup_ledger` (registered by :mod:`flowlaws.book.sphinxext`) writes a page that
@@ -30,9 +34,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from flowlaws.book.rules import rule_for
+
 __all__ = [
     "GLUE_PREFIX",
     "NUMBER_SUFFIX",
+    "REVISED",
     "VERDICTS",
     "VERDICT_SUFFIX",
     "findings_families",
@@ -44,6 +51,7 @@ __all__ = [
     "record_value",
     "resolve_verdict",
     "setup_findings",
+    "revision_note",
     "setup_ledger",
     "tally",
     "verdict_class",
@@ -94,12 +102,18 @@ def _glue(name: str, value: str) -> None:
     glue(name, value, display=False)
 
 
-def record_claim(claim_id: str, verdict: str, number: str, *, quiet: bool = False) -> None:
+def record_claim(claim_id: str, verdict: str, number: str, *, rule: str | None = None,
+                 first_verdict: str | None = None, quiet: bool = False) -> None:
     """Glue ``<claim_id>_verdict`` and ``<claim_id>_number`` and print the ledger's row.
 
     ``claim_id``: lower-case letters, digits and ``_`` (``"swiglu_one_per_unit"``);
     ``verdict``: one of :data:`VERDICTS`; ``number``: one line, the deciding numbers of this
-    run. ``quiet``: glue without printing.
+    run. ``rule``: the id of the decision rule declared in :mod:`flowlaws.book.rules` that
+    decided it (default: ``claim_id``); an undeclared rule, or a rule declared for another
+    claim, is refused. ``first_verdict``: the verdict under the first rule, required exactly
+    when the rule was revised after the data was seen (:attr:`~flowlaws.book.rules.Rule.first`);
+    the number then ends with "rule revised after the data; under the first rule: <verdict>".
+    ``quiet``: glue without printing.
     """
     if not isinstance(claim_id, str) or not _CLAIM_ID.fullmatch(claim_id):
         raise ValueError(f"claim_id must be lower-case letters, digits and '_', got {claim_id!r}")
@@ -107,6 +121,7 @@ def record_claim(claim_id: str, verdict: str, number: str, *, quiet: bool = Fals
         raise ValueError(f"verdict of {claim_id!r} must be one of {VERDICTS}, got {verdict!r}")
     if not isinstance(number, str) or not number.strip() or "\n" in number:
         raise ValueError(f"number of {claim_id!r} must be one non-empty line, got {number!r}")
+    number += revision_note(claim_id, rule, first_verdict)
     _glue(claim_id + VERDICT_SUFFIX, verdict)
     _glue(claim_id + NUMBER_SUFFIX, number)
     if not quiet:
@@ -139,6 +154,32 @@ def record_value(key: str, text: str) -> None:
     if not isinstance(text, str) or not text.strip() or "\n" in text:
         raise ValueError(f"text of {key!r} must be one non-empty line, got {text!r}")
     _glue(key, text)
+
+
+REVISED = "rule revised after the data; under the first rule: "
+
+
+def revision_note(claim_id: str, rule: str | None = None, first_verdict: str | None = None
+                  ) -> str:
+    """What :func:`record_claim` appends to a claim's number: ``""`` for a rule declared before
+    the data, ``" · rule revised after the data; under the first rule: <first_verdict>"`` for a
+    revised one. Refuses an undeclared ``rule`` (default ``claim_id``), a rule of another claim,
+    a revised rule without ``first_verdict`` and a ``first_verdict`` for a rule never revised."""
+    declared = rule_for(claim_id if rule is None else rule)
+    if declared.claim != claim_id:
+        raise ValueError(f"rule {rule!r} is declared for the claim {declared.claim!r}, not "
+                         f"{claim_id!r}")
+    if declared.revised_after_data:
+        if first_verdict not in VERDICTS:
+            raise ValueError(
+                f"the rule of {claim_id!r} was revised after the data (first rule: "
+                f"{declared.first.rule}); pass first_verdict, the verdict under the first rule, "
+                f"one of {VERDICTS}, got {first_verdict!r}")
+        return f" · {REVISED}{first_verdict}"
+    if first_verdict is not None:
+        raise ValueError(f"the rule of {claim_id!r} was declared before the data and never "
+                         f"revised: it has no first rule, so no first_verdict")
+    return ""
 
 
 def glued_values(notebook: Mapping[str, Any]) -> dict[str, str]:

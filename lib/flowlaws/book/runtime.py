@@ -2,9 +2,11 @@
 
 :func:`pick_device` picks ``cuda`` when present and says so (every notebook prints what it
 got) and starts the chapter's clock; :func:`seed_everything` seeds Python, NumPy and torch;
-:func:`one_thread` runs a block with one torch thread (small tensors run faster that way on a
-busy two-core machine); :func:`record_run_time`, the last cell of every chapter, glues the
-wall time since :func:`pick_device` and the machine's load, which the book's intro pastes.
+:func:`pin_threads` sets torch's intra-op threads for the rest of a notebook and
+:func:`one_thread` for one block (small tensors run faster on one thread on a busy two-core
+machine; a notebook pins its threads only through these two); :func:`record_run_time`, the
+last cell of every chapter, glues the wall time since :func:`pick_device` and the machine's
+load, which the book's intro pastes.
 
 Explained in: book/01_conservation/01_gradient_flow.ipynb.
 """
@@ -21,7 +23,9 @@ import torch
 
 __all__ = [
     "one_thread",
+    "pin_threads",
     "pick_device",
+    "check_device",
     "record_run_time",
     "run_time_text",
     "seed_everything",
@@ -39,6 +43,23 @@ def _load() -> float | None:
         return None
 
 
+def pin_threads(n: int = 1) -> int:
+    """Set torch's intra-op threads to ``n`` for the rest of the process; return the previous
+    count (so a caller can restore it).
+
+    The book's tensors are small (a few thousand numbers): on a shared two-core CPU one thread
+    is much faster than two, so every chapter calls ``pin_threads(1)`` in its setup cell (II.7,
+    whose transformer is larger, takes ``n_threads`` from its parameters).
+
+    Explained in: book/01_conservation/01_gradient_flow.ipynb
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be a positive int (threads), got {n!r}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    return before
+
+
 @contextmanager
 def one_thread() -> Iterator[None]:
     """Run the block on one intra-op thread, then restore the previous number.
@@ -49,8 +70,7 @@ def one_thread() -> Iterator[None]:
 
     Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    before = pin_threads(1)
     try:
         yield
     finally:
@@ -75,6 +95,24 @@ def pick_device(prefer: str | None = None, *, verbose: bool = True) -> torch.dev
     if verbose:
         detail = torch.cuda.get_device_name(device) if name == "cuda" else "CPU"
         print(f"flowlaws computes on: {name} ({detail}), torch {torch.__version__}")
+    return device
+
+
+def check_device(value: torch.device | str | None, name: str = "device") -> torch.device:
+    """``value`` as a :class:`torch.device` (``None``: the CPU), or a ``ValueError`` naming
+    ``name`` (``"cpux"`` is not a device; ``"cuda"`` without a GPU is refused here too)."""
+    if value is None:
+        return torch.device("cpu")
+    if not isinstance(value, torch.device | str):
+        raise TypeError(f"{name} must be a torch.device or a str such as 'cpu' or 'cuda', "
+                        f"got {type(value).__name__}")
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"{name} must name a torch device such as 'cpu', 'cuda' or 'cuda:0', "
+                         f"got {value!r}") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={value!r} but no CUDA device is available on this machine")
     return device
 
 

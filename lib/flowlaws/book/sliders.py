@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.progress import track
 
 __all__ = [
@@ -51,6 +52,7 @@ def round_key(key: Sequence[float]) -> Key:
     return tuple(_rounded(v) for v in key)
 
 
+@stored_type
 @dataclass
 class SliderPoint:
     """What the figure shows at one position of the sliders.

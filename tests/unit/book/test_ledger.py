@@ -11,12 +11,14 @@ import pytest
 from flowlaws.book import ledger
 from flowlaws.book.ledger import (
     GLUE_PREFIX,
+    REVISED,
     VERDICTS,
     glued_values,
     record_claim,
     verdict_of,
     verdict_of_all,
 )
+from flowlaws.book.rules import RULES
 
 
 def _captured(monkeypatch, *, without_myst_nb: bool = False) -> list[tuple[dict, dict]]:
@@ -53,9 +55,9 @@ def test_a_recorded_claim_is_glued_and_read_back(monkeypatch, capsys, without_my
 
 def test_without_myst_nb_the_output_is_the_one_myst_nb_makes(monkeypatch):
     with_it = _captured(monkeypatch)
-    record_claim("x", "fails", "λ = 1.71", quiet=True)
+    record_claim("sde_model", "fails", "λ = 1.71", quiet=True)
     without = _captured(monkeypatch, without_myst_nb=True)
-    record_claim("x", "fails", "λ = 1.71", quiet=True)
+    record_claim("sde_model", "fails", "λ = 1.71", quiet=True)
     assert with_it == without
 
 
@@ -63,9 +65,9 @@ def test_without_myst_nb_the_output_is_the_one_myst_nb_makes(monkeypatch):
     ("claim_id", "verdict", "number", "named"),
     [
         ("Bad-Id", "holds", "1", "claim_id"),
-        ("x", "holds mostly", "1", "verdict"),
-        ("x", "holds", "", "number"),
-        ("x", "holds", "two\nlines", "number"),
+        ("sde_model", "holds mostly", "1", "verdict"),
+        ("sde_model", "holds", "", "number"),
+        ("sde_model", "holds", "two\nlines", "number"),
     ],
 )
 def test_bad_input_is_refused_by_name(monkeypatch, claim_id, verdict, number, named):
@@ -73,6 +75,28 @@ def test_bad_input_is_refused_by_name(monkeypatch, claim_id, verdict, number, na
     with pytest.raises(ValueError, match=named):
         record_claim(claim_id, verdict, number)
     assert not shown  # nothing glued
+
+
+def test_a_verdict_from_an_undeclared_rule_is_refused(monkeypatch):
+    shown = _captured(monkeypatch)
+    with pytest.raises(KeyError, match="no decision rule 'no_such_claim'"):
+        record_claim("no_such_claim", "holds", "1")
+    with pytest.raises(ValueError, match="declared for the claim 'trapping'"):
+        record_claim("sde_model", "holds", "1", rule="trapping")
+    assert not shown
+
+
+def test_a_rule_revised_after_the_data_needs_and_shows_the_first_verdict(monkeypatch, capsys):
+    shown = _captured(monkeypatch)
+    assert RULES["block_percolation"].revised_after_data
+    with pytest.raises(ValueError, match="first_verdict"):
+        record_claim("block_percolation", "fails", "jumps shrink")
+    with pytest.raises(ValueError, match="never revised"):
+        record_claim("sde_model", "holds", "1", first_verdict="fails")
+    assert not shown
+    record_claim("block_percolation", "fails", "jumps shrink", first_verdict="holds")
+    number = glued_values(_as_notebook(shown))["block_percolation_number"]
+    assert number == "jumps shrink · " + REVISED + "holds"
 
 
 def test_verdict_of():

@@ -1,11 +1,20 @@
-"""The chapter's clock: pick_device starts it, record_run_time glues what it measured."""
+"""flowlaws.book.runtime: the chapter's clock (pick_device starts it, record_run_time glues it),
+the one way a chapter pins torch's threads, and seeding."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from flowlaws.book import runtime
-from flowlaws.book.runtime import pick_device, record_run_time, run_time_text
+from flowlaws.book.runtime import (
+    one_thread,
+    pick_device,
+    pin_threads,
+    record_run_time,
+    run_time_text,
+    seed_everything,
+)
 
 
 def test_run_time_text_names_time_device_load_and_cores():
@@ -29,3 +38,34 @@ def test_record_run_time_measures_from_pick_device(monkeypatch, capsys):
     text = glued["run_time"]
     assert text.startswith("63 s on cpu") and list(glued) == ["run_time"]
     assert capsys.readouterr().out == f"this chapter ran in {text}\n"
+
+
+def test_pin_threads_sets_and_returns_previous() -> None:
+    start = torch.get_num_threads()
+    try:
+        assert pin_threads(1) == start
+        assert torch.get_num_threads() == 1
+        assert pin_threads(2) == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(start)
+
+
+def test_one_thread_restores() -> None:
+    start = torch.get_num_threads()
+    with one_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == start
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.0, True, "1"])
+def test_pin_threads_refuses_bad_counts(bad: object) -> None:
+    with pytest.raises(ValueError, match="n must be"):
+        pin_threads(bad)  # type: ignore[arg-type]
+
+
+def test_seed_everything_is_reproducible() -> None:
+    seed_everything(3)
+    a = torch.rand(3)
+    seed_everything(3)
+    assert torch.equal(a, torch.rand(3))
