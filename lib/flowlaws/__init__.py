@@ -183,6 +183,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the book's theorem index page (the ``{theorem-index}`` directive)
 - :mod:`flowlaws.book.ledger`
   ``record_claim``: a chapter's verdict on a seed's claim, glued for the claims ledger (I.1–II.9)
+- :mod:`flowlaws.book.findings`
+  the findings box (tally of verdicts per part and family) and verdict badges (intro, ledger)
 - :mod:`flowlaws.book.rules.rule`
   a decision rule as data (statistic, threshold, margin, window, size, reason, commit) and
   its first rule when it was revised after the data
