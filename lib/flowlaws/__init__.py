@@ -128,6 +128,11 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.toys.cascades`
   a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
 
+``flowlaws.percolation``, beside its rooms
+
+- :mod:`flowlaws.percolation.power_example`
+  one cascade planted in a real ensemble and what the test sees of it: why its power is low (II.5)
+
 ``flowlaws.data``: data that ships, and readers for files you give
 
 - :mod:`flowlaws.data.text`
@@ -178,6 +183,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the book's theorem index page (the ``{theorem-index}`` directive)
 - :mod:`flowlaws.book.ledger`
   ``record_claim``: a chapter's verdict on a seed's claim, glued for the claims ledger (I.1–II.9)
+- :mod:`flowlaws.book.findings`
+  the findings box (tally of verdicts per part and family) and verdict badges (intro, ledger)
 - :mod:`flowlaws.book.rules.rule`
   a decision rule as data (statistic, threshold, margin, window, size, reason, commit) and
   its first rule when it was revised after the data
