@@ -150,8 +150,9 @@ def decision_size(curve: PowerCurve, C: np.ndarray, jump: float) -> tuple[int | 
                       f"is {jump / spread:.2g} × the run-to-run spread of C ({spread:.3g})"
                       if spread > 0 else
                       f"undecidable by this test: the power does not grow with the runs ({tried})")
-    return None, (f"not decided up to {max(curve.sizes)} {how} runs (power {tried}, still "
-                  f"rising); larger ensembles needed")
+    trend = ", still rising" if len(curve.powers) > 1 else ", one size tried"
+    return None, (f"not decided up to {max(curve.sizes)} {how} runs (power {tried}{trend}); "
+                  f"larger ensembles needed")
 
 
 def detectable_jump(C: np.ndarray, p: np.ndarray, config: CascadeConfig, *,
