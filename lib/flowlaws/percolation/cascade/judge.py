@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.percolation.cascade.config import POWER_TARGET, READER, CascadeConfig
 from flowlaws.percolation.cascade.detect import (
     min_points_for_power,
@@ -55,6 +56,7 @@ _Z = 1.959963984540054
 _NAN = float("nan")
 
 
+@stored_type
 @dataclass(frozen=True)
 class CascadeVerdict:
     """The result of :func:`judge_cascade`; ``str()`` or :meth:`summary` is the line to print.
@@ -133,6 +135,17 @@ class CascadeVerdict:
             return getattr(self, key)
         except AttributeError:
             raise KeyError(key) from None
+
+    def row(self) -> dict:
+        """The verdict's scalars as a flat dict (a table row): ``verdict``, ``reason``,
+        ``p_value``, ``power``, ``power_low``, ``power_high``, ``lam``, ``lam_err``, ``lam_low``,
+        ``lam_high``, ``p_c``, ``p_c_err``, ``peaks`` (a list), ``n_runs``, ``n_dropped``,
+        ``n_points``, ``decides_at``, ``decision``, ``surrogate_p``, ``summary``."""
+        keys = ("verdict", "reason", "p_value", "power", "power_low", "power_high", "lam",
+                "lam_err", "lam_low", "lam_high", "p_c", "p_c_err", "n_runs", "n_dropped",
+                "n_points", "decides_at", "decision", "surrogate_p")
+        return {k: getattr(self, k) for k in keys} | {"peaks": list(self.peaks),
+                                                       "summary": self.summary()}
 
     def power_text(self) -> str:
         """``power 0.85 [0.70, 0.94] at λ = 2 (40 injections of 4 levels)`` or why not."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.progress import track
 from flowlaws.percolation.cascade.config import (
     FLAT_RISE,
@@ -45,6 +46,7 @@ __all__ = ["Power", "injection_power", "PowerCurve", "power_curve", "decision_si
            "detectable_jump", "n_levels_for"]
 
 
+@stored_type
 @dataclass(frozen=True)
 class Power:
     """``hits`` of ``n`` injected cascades found: ``power`` and its 95 % ``low``–``high``
@@ -91,6 +93,7 @@ def injection_power(C: np.ndarray, p: np.ndarray, config: CascadeConfig, *,
                  config.lam_claimed)
 
 
+@stored_type
 @dataclass(frozen=True)
 class PowerCurve:
     """The power at growing ensemble sizes: ``sizes`` ``(k,)``, ``powers``, ``lows``, ``highs``
