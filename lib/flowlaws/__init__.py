@@ -15,6 +15,10 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   power-law fits with standard errors (I.5, I.6, II.4)
 - :mod:`flowlaws.common.checks`
   argument checks that name the argument (everywhere)
+- :mod:`flowlaws.common.chunks`
+  sweeps split into chunks of runs (one seed per run) on Dask, each chunk cached (make full)
+- :mod:`flowlaws.common.stored`
+  stored results of full presets: written, validated, refused when their code changed (II.5–II.8)
 
 ``flowlaws.conservation``: Part I, conservation laws of gradient flow
 
@@ -62,6 +66,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   teacher data, planted pairs, lr sweeps, the SGD order parameter (II.1–II.5)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
+- :mod:`flowlaws.percolation.dynamics.seeded`
+  ensembles seeded run by run, in chunks: II.8's data sets, students on teacher data (make full)
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
@@ -88,6 +94,13 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
 - :mod:`flowlaws.percolation.cascade.verdicts`
   a trained ensemble judged, the seed's surrogate test beside it, power size, ledger (II.6, II.8)
+- :mod:`flowlaws.percolation.cascade.search`
+  the SGD search for a cascade on the learning-rate slider, declared before it ran (II.5)
+
+``flowlaws.percolation``: across the rooms
+
+- :mod:`flowlaws.percolation.presets`
+  the full presets of Part II, by chapter: what make full and make gpu-check run (II.5–II.8)
 
 ``flowlaws.percolation.grokking``: model, training, checkpoints, order parameters, analysis
 
