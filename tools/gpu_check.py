@@ -1,5 +1,7 @@
 """``make gpu-check``: on a CUDA machine, the unit tests, every notebook at smoke size on ``cuda``,
-then the grokking chapter's full preset (Nanda et al.'s setting, 64 runs) within a time budget.
+then the grokking chapter's full preset (Nanda et al.'s setting, 64 runs) and the other full
+presets that need a GPU (Adam and AdamW, :data:`flowlaws.percolation.presets.PRESETS`) within a
+time budget.
 The results go to a small JSON file (device, date, command, versions, the runs' records and
 verdicts) that book/02_percolation/07_grokking.ipynb reads and labels as a stored run.
 
@@ -10,7 +12,10 @@ Without CUDA it refuses (exit status 2) unless ``--cpu-smoke``, which runs the s
 CPU at tiny size: one unit-test file, the notebooks' smoke overrides checked (none executed), a
 tiny grokking ensemble judged with few deals; the unit tests run this in seconds. The full
 preset trains in chunks of ``checkpoint_every`` steps into the run's checkpoint folder and stops
-when the budget is spent; a second call resumes it, and the file says how far it got.
+when the budget is spent; a second call resumes it, and the file says how far it got. The other
+GPU presets run in chunks of runs cached as they finish (:mod:`flowlaws.common.chunks`), each
+written to ``book/02_percolation/stored/<chapter>_full.json`` once complete; a call that runs out
+of budget says how many chunks are done, and the next resumes.
 """
 from __future__ import annotations
 
@@ -150,6 +155,36 @@ def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
                  verdicts=[{k: r.get(k) for k in keep} for r in rows])
 
 
+def gpu_presets(cpu_smoke: bool, device: str, budget: float, out_dir: Path) -> dict:
+    """The full presets that need ``cuda`` (:data:`flowlaws.percolation.presets.PRESETS`: Adam
+    and AdamW at the sizes that decide them), each until done or the budget is spent: their
+    chunks of runs are cached as they finish (``$FLOWLAWS_GPU_CHECK_CACHE`` or the reader's
+    cache), so the next call resumes them; a finished preset is written to
+    ``out_dir/<chapter>_full.json`` (tools/full.py). At ``--cpu-smoke`` the same path runs the
+    presets' smoke sizes on the CPU."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from full import run_preset
+
+    from flowlaws.common.chunks import ChunksUnfinishedError
+    from flowlaws.percolation.presets import PRESETS
+
+    t0 = time.perf_counter()
+    cache = os.environ.get("FLOWLAWS_GPU_CHECK_CACHE") or None
+    done, unfinished = {}, {}
+    for chapter, p in PRESETS.items():
+        if p.device != "cuda":
+            continue
+        left = budget - (time.perf_counter() - t0)
+        try:
+            record = run_preset(chapter, smoke=cpu_smoke, out_dir=out_dir, device=device,
+                                cache_dir=cache, deadline=time.monotonic() + max(left, 0.0))
+            done[chapter] = {n: v["summary"] for n, v in record["verdicts"].items()}
+        except ChunksUnfinishedError as stopped:
+            unfinished[chapter] = f"{stopped.done} of {stopped.total} chunks (call again)"
+    return _step("full presets that need a GPU", t0, finished=done, unfinished=unfinished,
+                 out_dir=str(out_dir))
+
+
 def versions() -> dict:
     import torch
 
@@ -190,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = [unit_tests(args.cpu_smoke, timeout=max(120.0, 0.3 * args.budget))]
     steps.append(notebooks(args.cpu_smoke, device, timeout=120))
     steps.append(full_preset(args.cpu_smoke, device,
-                             budget=args.budget - (time.perf_counter() - t0)))
+                             budget=0.6 * (args.budget - (time.perf_counter() - t0))))
+    steps.append(gpu_presets(args.cpu_smoke, name if device == "cuda" else "cpu",
+                             budget=args.budget - (time.perf_counter() - t0),
+                             out_dir=out.parent if args.cpu_smoke else STORED.parent))
     result = {"device": name, "device_type": device,
               "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
               "command": shlex.join(["python", "tools/gpu_check.py", *(argv or sys.argv[1:])]),
