@@ -58,3 +58,21 @@ def test_smoke_never_writes_the_stored_folder_and_unknown_chapters_are_refused()
 def test_every_stored_result_matches_its_code_version(path):
     record = read_stored(path)  # refuses a file computed by other code, naming it
     assert record["preset"] == "full" and path.name == f"{record['chapter']}_full.json"
+
+
+def test_stored_table_shows_the_stored_run_beside_the_reader_or_says_why_not(tmp_path):
+    from flowlaws.common.stored import stored_table
+
+    full.main(["--smoke", "--chapter", "08_real_data", "--out-dir", str(tmp_path),
+               "--cache-dir", str(tmp_path / "cache")])
+    reader = read_stored(full.stored_path("08_real_data", tmp_path))["verdicts"]
+    table, note = stored_table("08_real_data", reader, tmp_path)
+    assert note.startswith("stored run, full preset") and len(table.rows) == 2 * len(reader)
+    table, note = stored_table("08_real_data", reader, tmp_path / "none")
+    assert "missing" in note and len(table.rows) == len(reader)
+    path = full.stored_path("08_real_data", tmp_path)
+    record = json.loads(path.read_text())
+    record["code"]["computation"] = "f" * 16
+    path.write_text(json.dumps(record))
+    table, note = stored_table("08_real_data", reader, tmp_path)
+    assert note.startswith("stored run refused") and len(table.rows) == len(reader)

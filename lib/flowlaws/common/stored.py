@@ -52,6 +52,8 @@ __all__ = [
     "write_stored",
     "read_stored",
     "stored_rows",
+    "STORED_COLUMNS",
+    "stored_table",
 ]
 
 SCHEMA = 1
@@ -250,3 +252,30 @@ def stored_rows(reader: Mapping[str, dict], stored: dict | None) -> list[dict]:
             rows.append(_row("stored run, full preset", name, s,
                              f"{s['n_runs']} runs × {s.get('n_points', '?')} points", when))
     return rows
+
+
+STORED_COLUMNS = {"run": "run", "set": "ensemble", "verdict": "verdict", "p": "p",
+                  "power": "power", "lam": "λ̂", "size": "size", "when": "when, where, wall time"}
+
+
+def stored_table(chapter: str, reader: Mapping[str, dict], folder: Path | str = "stored"
+                 ) -> tuple[Any, str]:
+    """``(table, note)`` for a chapter: its reader verdicts (name → judged record) with the
+    stored full preset's beside them (``folder/<chapter>_full.json``, relative to the
+    notebook), and a line saying which stored run is shown, that none is stored here (a copy
+    without the repository's ``stored`` folder, on Colab say), or that the stored file was
+    refused because its computation's code changed since (then only the reader rows show)."""
+    from flowlaws.book.tables import show_table
+
+    path = Path(folder) / f"{chapter}_full.json"
+    stored, note = None, f"no stored full-preset run here ({path} is missing)"
+    if path.exists():
+        try:
+            stored = read_stored(path)
+            note = (f"stored run, full preset: {path.name}, commit "
+                    f"{stored['code']['commit'][:10]}, {stored['device']}, {stored['started']}, "
+                    f"wall {stored['wall_s'] / 60:.1f} min, CPU {stored['cpu_s'] / 60:.1f} min")
+        except StaleStoredResultError as refused:
+            note = f"stored run refused: {refused}"
+    return show_table(stored_rows(reader, stored), STORED_COLUMNS,
+                      {"p": ".3f", "power": ".2f"}), note
