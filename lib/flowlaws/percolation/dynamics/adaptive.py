@@ -25,13 +25,13 @@ Explained in: book/02_percolation/06_adaptive.ipynb.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import (
     as_betas,
     as_float,
@@ -40,23 +40,15 @@ from flowlaws.common.checks import (
     check_positive,
 )
 from flowlaws.common.optim import UpdateRule, check_run_args
-from flowlaws.percolation.cascade.surrogates import NullTest, surrogate_test
-from flowlaws.percolation.cascade.variance import finite_runs, relative_variance
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
     check_ensemble_inputs,
-    ensemble_init,
     forward_cache,
     split_params,
     weighted_grad,
 )
 from flowlaws.percolation.dynamics.loop import divergence_report, run_ensemble
-from flowlaws.percolation.topology.clusters import (
-    DEFAULT_DEAD_TOL,
-    DEFAULT_TOL,
-    ensemble_cmax,
-    neuron_vectors,
-)
+from flowlaws.percolation.topology.clusters import neuron_vectors
 
 __all__ = [
     "OPTIMIZERS",
@@ -66,11 +58,7 @@ __all__ = [
     "noisy_gradient",
     "AdaptivePath",
     "train_ensemble",
-    "merged_ensemble",
     "joint_neuron_vectors",
-    "pair_distances",
-    "cmax_curves",
-    "cmax_cascade",
 ]
 
 
@@ -143,16 +131,24 @@ def noisy_gradient(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y
     return weighted_grad(weights, forward_cache(theta, shape, X, Y), X)
 
 
+@stored_type
 @dataclass
 class AdaptivePath:
-    """Recorded joint states: ``times`` ``(T,)`` (``lr · step``), ``theta``, ``m``, ``v``
-    ``(T, R, dim)`` (NaN after a run diverged), ``diverged_at`` ``(R,)`` (``-1``: never)."""
+    """Recorded joint states: ``steps`` ``(T,)`` int64 step numbers, ``theta``, ``m``, ``v``
+    ``(T, R, dim)`` (NaN after a run diverged), ``diverged_at`` ``(R,)`` (``-1``: never), and
+    the step size ``lr`` (``times`` is ``lr · steps``, for a plot against training time)."""
 
-    times: np.ndarray
+    steps: np.ndarray
     theta: torch.Tensor
     m: torch.Tensor
     v: torch.Tensor
     diverged_at: torch.Tensor
+    lr: float
+
+    @property
+    def times(self) -> np.ndarray:
+        """``(T,)`` training time ``lr · step`` at every record."""
+        return self.lr * self.steps.astype(float)
 
     @property
     def final(self) -> torch.Tensor:
@@ -210,8 +206,8 @@ def train_ensemble(
 
     run = run_ensemble(state0, advance, n_steps, record_every=record_every, max_abs=max_abs,
                        progress=progress)
-    return AdaptivePath(lr * run.steps.astype(float), run.states["theta"], run.states["m"],
-                        run.states["v"], run.diverged_at)
+    return AdaptivePath(run.steps, run.states["theta"], run.states["m"], run.states["v"],
+                        run.diverged_at, float(lr))
 
 
 def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
@@ -243,28 +239,6 @@ def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
     return batch_size, as_int("seed", seed)
 
 
-def merged_ensemble(
-    half: TwoLayerShape, n_runs: int, *, copies: int = 2, perturbation: float = 1e-3,
-    scale: float = 1.0, seed: int = 0, dtype: torch.dtype = torch.float32,
-) -> tuple[torch.Tensor, torch.Tensor, TwoLayerShape]:
-    """Runs that start next to the permutation set: every neuron of one ``half`` network copied.
-
-    Each neuron of a random ``half`` network (:func:`ensemble_init`, ``seed``)
-    is repeated ``copies`` times and its outgoing weights divided by ``copies``, so the wide
-    network computes the same function. Returns ``(theta0, merged, shape)``: ``theta0``
-    ``(n_runs, dim)`` is ``merged`` ``(1, dim)`` plus independent Gaussian perturbations of
-    standard deviation ``perturbation`` per run; ``shape`` the wide network's shape. Copies
-    of neuron ``i`` are the neurons ``copies·i, …, copies·i + copies − 1``.
-    """
-    V, U = split_params(ensemble_init(half, 1, seed=seed, scale=scale, dtype=dtype), half)
-    merged = torch.cat([V.repeat_interleave(copies, 1).flatten(1),
-                        (U.repeat_interleave(copies, 2) / copies).flatten(1)], 1)
-    shape = TwoLayerShape(half.n_in, copies * half.width, half.n_out, half.activation)
-    g = torch.Generator().manual_seed(seed + 1)
-    noise = perturbation * torch.randn(n_runs, shape.dim, generator=g, dtype=dtype)
-    return merged + noise, merged, shape
-
-
 def joint_neuron_vectors(theta: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
                          shape: TwoLayerShape) -> torch.Tensor:
     """``(..., width, 3(n_in + n_out))``: each neuron's parameters, then its ``m``, then ``v``.
@@ -273,46 +247,3 @@ def joint_neuron_vectors(theta: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
     """
     rows = [neuron_vectors(*split_params(t.reshape(-1, shape.dim), shape)) for t in (theta, m, v)]
     return torch.cat(rows, dim=-1).reshape(*theta.shape[:-1], shape.width, -1)
-
-
-def pair_distances(theta: torch.Tensor, shape: TwoLayerShape,
-                   pairs: list[tuple[int, int]]) -> torch.Tensor:
-    """``(..., len(pairs))`` relative distances ``‖w_i − w_j‖/(‖w_i‖ + ‖w_j‖)`` of given pairs.
-
-    ``theta`` is ``(..., dim)``; a state of ``(T, R, dim)`` gives ``(T, R, n_pairs)``.
-    """
-    w = neuron_vectors(*split_params(theta.reshape(-1, shape.dim), shape))
-    i, j = (torch.tensor(idx) for idx in zip(*pairs, strict=True))
-    d = (w[:, i] - w[:, j]).norm(dim=-1) / (w[:, i].norm(dim=-1) + w[:, j].norm(dim=-1))
-    return d.reshape(*theta.shape[:-1], len(pairs))
-
-
-def cmax_curves(states: torch.Tensor, shape: TwoLayerShape, tol: float = DEFAULT_TOL,
-                dead_tol: float = DEFAULT_DEAD_TOL) -> np.ndarray:
-    """``(R, T)`` :func:`flowlaws.percolation.topology.clusters.ensemble_cmax` of every run at every
-    checkpoint of ``states`` ``(T, R, dim)`` (an :class:`AdaptivePath`'s ``theta`` or an
-    :class:`flowlaws.percolation.dynamics.sde.SDEPath`'s ``states``); NaN for a diverged run."""
-    return ensemble_cmax(states, shape, tol, dead_tol).T.cpu().numpy()
-
-
-def cmax_cascade(states: torch.Tensor, times: np.ndarray, shape: TwoLayerShape, *,
-                 n_surrogates: int = 1000, seed: int = 0, tol: float = DEFAULT_TOL
-                 ) -> tuple[np.ndarray, np.ndarray, NullTest]:
-    """``C_max`` of every run, its relative variance ``R(t)``, and the surrogate test of ``R``.
-
-    ``states`` ``(T, R, dim)``, ``times`` ``(T,)`` the control parameter (training time).
-    Returns ``C`` ``(R, T)`` (NaN rows for diverged runs), ``R`` ``(T,)`` over the runs that
-    never diverged (:func:`flowlaws.percolation.cascade.variance.finite_runs`) and the
-    :class:`flowlaws.percolation.cascade.surrogates.NullTest` (the cascade the detector finds in
-    ``R``,
-    its p-value among ``n_surrogates`` phase-randomized surrogates and the detector's detection
-    rate on them).
-    """
-    C = cmax_curves(states, shape, tol)
-    finite = finite_runs(C)
-    if len(finite) < len(C):
-        warnings.warn(f"{len(C) - len(finite)} of {len(C)} runs diverged (C_max is NaN): R is "
-                      f"computed over the {len(finite)} runs that stayed finite", stacklevel=2)
-    R = relative_variance(finite)
-    return C, R, surrogate_test(R, np.asarray(times, dtype=float), n_surrogates=n_surrogates,
-                                seed=seed)

@@ -80,3 +80,12 @@ def test_cause_verdict_needs_curvature_and_less_noise_and_skips_scales_without_r
     splits = {(0.5, 4): every, (0.5, 64): every, (4.0, 4): every, (4.0, 64): every}
     verdict, number = fragmentation.cause_verdict(splits, batch_after=4)
     assert verdict == "fails" and "no scale with room" in number  # no curvature effect at all
+
+
+def test_cause_verdict_under_the_first_rule_judges_less_noise_at_every_scale():
+    every, none, half = [1] * 20, [0] * 20, [1] * 10 + [0] * 10
+    splits = {(0.5, 4): none, (0.5, 64): half, (4.0, 4): every, (4.0, 64): every}
+    assert fragmentation.cause_verdict(splits, batch_after=4)[0] == "holds"
+    verdict, number = fragmentation.cause_verdict(splits, batch_after=4, room=False)
+    # x4: every run splits at both batches, 1.00 - 1.00 lies below the smallest effect
+    assert verdict == "fails" and "x4 fails" in number and "every scale" in number
