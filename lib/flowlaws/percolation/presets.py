@@ -101,7 +101,7 @@ def sgd_search(params: dict, **where) -> tuple[dict, dict]:
 def adaptive_cascade(params: dict, **where) -> tuple[dict, dict]:
     """II.6 at the size that decides it: SGD, Adam and AdamW from a small initialisation on
     teacher data, heavy-tailed noise, one judged ensemble each, Holm over the three. The data
-    are :func:`flowlaws.percolation.dynamics.sgd.teacher_data` (the chapter's reader preset
+    are :func:`flowlaws.percolation.toys.planted.teacher_data` (the chapter's reader preset
     builds its teacher inline: same sizes, another draw)."""
     verdicts = {}
     for name, opt in params["optimizers"].items():
