@@ -228,29 +228,43 @@ def read_stored(path: Path | str, *, check_code: bool = True) -> dict:
     return record
 
 
-def _row(label: str, name: str, v: dict, size: str, when: str) -> dict:
-    lam = (f"{v['lam']:.2f} ± {v['lam_err']:.2f}" if isinstance(v.get("lam"), float)
-           and math.isfinite(v["lam"]) else None)
-    power = v["power"] if isinstance(v["power"], float) and math.isfinite(v["power"]) else None
-    return {"run": label, "set": name, "verdict": v["verdict"], "p": v["p_value"],
-            "power": power, "lam": lam, "size": size, "when": when}
+def _field(v: Any, key: str) -> Any:
+    """``v[key]`` of a record (a dict, or a verdict object read by key or attribute), else
+    None."""
+    if isinstance(v, Mapping):
+        return v.get(key)
+    try:
+        return v[key]
+    except (KeyError, TypeError, AttributeError):
+        return getattr(v, key, None)
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, float | int | np.floating) and math.isfinite(x) else None
+
+
+def _row(label: str, name: str, v: Any, when: str) -> dict:
+    lam, err = _finite(_field(v, "lam")), _finite(_field(v, "lam_err"))
+    return {"run": label, "set": name, "verdict": _field(v, "verdict"),
+            "p": _finite(_field(v, "p_value")), "power": _finite(_field(v, "power")),
+            "lam": f"{lam:.2f} ± {err:.2f}" if lam is not None and err is not None else None,
+            "size": f"{_field(v, 'n_runs')} runs × {_field(v, 'n_points') or '?'} points",
+            "when": when}
 
 
 def stored_rows(reader: Mapping[str, dict], stored: dict | None) -> list[dict]:
     """Rows for :func:`flowlaws.book.tables.show_table`: each verdict of the chapter's reader
-    run (``reader``: name → record of ``judged``) and, beside it, the stored full preset's
-    (``stored``: :func:`read_stored`'s record, None when there is none). Columns: ``run``,
+    run (``reader``: name → a judged record, a dict or a verdict object that reads by key)
+    and, beside it, the stored full preset's (``stored``: :func:`read_stored`'s record, None
+    when there is none). Columns: ``run``,
     ``set``, ``verdict``, ``p``, ``power``, ``lam``, ``size``, ``when``."""
     rows = []
     for name, v in reader.items():
-        rows.append(_row("reader preset (this run)", name, v,
-                         f"{v['n_runs']} runs × {v.get('n_points', '?')} points", "now"))
+        rows.append(_row("reader preset (this run)", name, v, "now"))
         if stored is not None and name in stored["verdicts"]:
-            s = stored["verdicts"][name]
             when = (f"{stored['started'][:10]}, {stored['device']}, "
                     f"{stored['wall_s'] / 60:.0f} min")
-            rows.append(_row("stored run, full preset", name, s,
-                             f"{s['n_runs']} runs × {s.get('n_points', '?')} points", when))
+            rows.append(_row("stored run, full preset", name, stored["verdicts"][name], when))
     return rows
 
 
