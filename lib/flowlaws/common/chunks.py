@@ -16,7 +16,7 @@ they run. :func:`run_chunked` splits the seeds into chunks of ``chunk_size``, an
 - **caches** every finished chunk on this machine as soon as it arrives
   (:func:`flowlaws.book.cache.store_or_load`, atomic writes), keyed by ``fn`` (for a library
   function its name and the library's fingerprint, as
-  :func:`flowlaws.book.cache.call_key`), the chunk's seeds and ``params``: a sweep that
+  :func:`flowlaws.book.cache.calls.call_key`), the chunk's seeds and ``params``: a sweep that
   was interrupted resumes where it stopped, computing only the chunks not yet stored;
 - **shows** the chunks done with a progress bar (:func:`flowlaws.book.progress.bar`).
 
@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from flowlaws.book.cache import cache_dir as default_cache_dir
-from flowlaws.book.cache import call_key, store_or_load
+from flowlaws.book.cache.calls import call_key
+from flowlaws.book.cache.store import cache_dir as default_cache_dir
+from flowlaws.book.cache.store import store_or_load
 from flowlaws.book.progress import bar
 
 __all__ = [
