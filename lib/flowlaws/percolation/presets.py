@@ -134,10 +134,11 @@ PRESETS = {
         decides="Heart Disease λ = 1.71 and the image cascade (the seed's UCI claim)",
         compute=real_data,
         full={"sets": {"Heart Disease": _HEART | {"n_runs": 2048},
-                       "digits": _DIGITS | {"n_runs": 512}},
+                       "digits (scikit-learn)": _DIGITS | {"n_runs": 512}},
               "seed": 0, "alpha": 0.05, "chunk_size": 64, "judge": _JUDGE},
         smoke={"sets": {"Heart Disease": _HEART | {"n_runs": 8, "n_steps": 200},
-                        "digits": _DIGITS | {"n_runs": 8, "n_steps": 200, "n_images": 100}},
+                        "digits (scikit-learn)": _DIGITS | {"n_runs": 8, "n_steps": 200,
+                                                            "n_images": 100}},
                "seed": 0, "alpha": 0.05, "chunk_size": 4, "judge": _SMOKE_JUDGE},
         modules=("flowlaws.percolation.presets",), expected_minutes=30.0),
     "05_dsi": FullPreset(
