@@ -13,11 +13,12 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the update rules of SGD, heavy ball, Adam, AdamW, written once (I.5, II.6, II.7)
 - :mod:`flowlaws.common.fits`
   power-law fits with standard errors (I.5, I.6, II.4)
-- :mod:`flowlaws.common.chunks`
-  ensembles and sweeps in chunks of runs, here or on a Dask cluster, cached and resumable
-  (II.5, II.8, full presets)
 - :mod:`flowlaws.common.checks`
   argument checks that name the argument (everywhere)
+- :mod:`flowlaws.common.chunks`
+  sweeps split into chunks of runs (one seed per run) on Dask, each chunk cached (make full)
+- :mod:`flowlaws.common.stored`
+  stored results of full presets: written, validated, refused when their code changed (II.5–II.8)
 
 ``flowlaws.conservation``: Part I, conservation laws of gradient flow
 
@@ -67,10 +68,10 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   SDE (II.1–II.5, II.9)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
-- :mod:`flowlaws.percolation.dynamics.seeded`
-  chunks of ensembles seeded run by run, for Dask and the full presets (II.5, II.8)
 - :mod:`flowlaws.percolation.dynamics.adam_runs`
   II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
+- :mod:`flowlaws.percolation.dynamics.seeded`
+  ensembles seeded run by run, in chunks: II.8's data sets, students on teacher data (make full)
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 

@@ -39,7 +39,8 @@ from flowlaws.percolation.cascade.slider import cascade_point
 from flowlaws.percolation.cascade.stats import holm
 from flowlaws.percolation.dynamics.seeded import teacher_ensemble_chunk
 
-__all__ = ["SGDSearch", "SGD_SEARCH", "SMOKE_SEARCH", "search_settings", "run_setting",
+__all__ = ["SGDSearch", "SGD_SEARCH", "NEW_TEST_RULE", "SMOKE_SEARCH", "search_settings",
+           "run_setting",
            "run_search", "search_text", "replicated_settings", "search_point"]
 
 
@@ -72,6 +73,17 @@ SGD_SEARCH = SGDSearch(
 )
 """The search of issue 25, declared before it ran (commit message says so): 24 settings,
 128 runs of 4,000 steps each (251 points of ``C_max``), λ = 2, α = 0.05."""
+
+
+NEW_TEST_RULE = {"config": "READER", "replace": {"n_null": 199, "seed": 0, "lam_claimed": 2.0},
+                 "alpha": 0.05, "holm_over": "all settings", "found": "verdict 'cascade' and "
+                 "Holm-rejected", "replication": "verdict 'cascade' with p <= alpha / k on the "
+                 "replication seeds"}
+"""The same search judged again by issue 24's cascade test (``cascade.config.CascadeConfig``,
+``judge_cascade(C, p, config)``), declared before that judgement ran: its ``READER``
+configuration with 199 deals, λ = 2, the same ``C_max`` runs (loaded from the search's cached
+chunks). The search above was declared with the earlier test (``controls.judged``) and runs
+with it; this rule is what the chapter uses once the new test is merged."""
 
 
 SMOKE_SEARCH = replace(SGD_SEARCH, grid={"init": ["pairs"], "width": [4], "lr": [0.1, 0.2]},
