@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 VENDOR := _vendor/.complete
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: help env book test lab bench lint clean chromium gpu-check
+.PHONY: help env book test lab bench lint clean chromium gpu-check full
 
 help:
 	@echo "make book   build the HTML book into _build/html (creates .venv when missing)"
@@ -16,7 +16,8 @@ help:
 	@echo "make lab    open JupyterLab on book/"
 	@echo "make bench  print speed ratios measured side by side"
 	@echo "make lint   ruff on the library, tests, tools and notebooks"
-	@echo "make gpu-check  on a CUDA machine: unit tests, notebooks on cuda, the full grokking preset"
+	@echo "make gpu-check  on a CUDA machine: unit tests, notebooks on cuda, the full presets that need a GPU"
+	@echo "make full [CHAPTER=08_real_data] [WORKERS=2]  run full presets, store their results"
 
 # The environment is (re)built when the pins or the package metadata change.
 $(STAMP): requirements/pins.txt requirements/nodeps.txt pyproject.toml
@@ -77,6 +78,13 @@ bench: env
 # Under 8 minutes on a GPU; refuses without CUDA (tools/gpu_check.py --cpu-smoke tests its path).
 gpu-check: env
 	$(PY) tools/gpu_check.py
+
+# A chapter's full preset (or all CPU ones), stored under book/02_percolation/stored/; chunks of
+# runs are cached as they finish, so an interrupted run resumes. WORKERS=2: a LocalCluster;
+# FLOWLAWS_DASK_SCHEDULER=tcp://host:8786: a Dask cluster.
+CHAPTER ?= all
+full: env
+	nice -n 10 $(PY) tools/full.py --chapter $(CHAPTER) $(if $(WORKERS),--workers $(WORKERS),)
 
 clean:
 	rm -rf _build _vendor

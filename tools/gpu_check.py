@@ -1,5 +1,7 @@
 """``make gpu-check``: on a CUDA machine, the unit tests, every notebook at smoke size on ``cuda``,
-then the grokking chapter's full preset (Nanda et al.'s setting, 64 runs) within a time budget.
+then the grokking chapter's full preset (Nanda et al.'s setting, 64 runs) and the other full
+presets that need a GPU (Adam and AdamW, :data:`flowlaws.percolation.presets.PRESETS`) within a
+time budget.
 The results go to a small JSON file (device, date, command, versions, the runs' records and
 verdicts) that book/02_percolation/07_grokking.ipynb reads and labels as a stored run.
 
@@ -10,7 +12,10 @@ Without CUDA it refuses (exit status 2) unless ``--cpu-smoke``, which runs the s
 CPU at tiny size: one unit-test file, the notebooks' smoke overrides checked (none executed), a
 tiny grokking ensemble judged with few deals; the unit tests run this in seconds. The full
 preset trains in chunks of ``checkpoint_every`` steps into the run's checkpoint folder and stops
-when the budget is spent; a second call resumes it, and the file says how far it got.
+when the budget is spent; a second call resumes it, and the file says how far it got. The other
+GPU presets run in chunks of runs cached as they finish (:mod:`flowlaws.common.chunks`), each
+written to ``book/02_percolation/stored/<chapter>_full.json`` once complete; a call that runs out
+of budget says how many chunks are done, and the next resumes.
 """
 from __future__ import annotations
 
@@ -99,12 +104,12 @@ def notebooks(cpu_smoke: bool, device: str, timeout: float) -> dict:
 
 def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
     """Train the full preset (``TINY`` at ``--cpu-smoke``) until done or the budget is spent,
-    then its delay, both order parameters, and the verdicts for raw and aligned steps."""
+    then judge its records (:func:`analyse_records`)."""
     import torch
 
-    from flowlaws.percolation.grokking.analysis import align_to_grok, delay_summary, judge_series
     from flowlaws.percolation.grokking.fourier import frequency_cmax
-    from flowlaws.percolation.grokking.training import GrokConfig, train_grokking
+    from flowlaws.percolation.grokking.model import GrokConfig
+    from flowlaws.percolation.grokking.training import train_grokking
 
     t0 = time.perf_counter()
     kw = TINY if cpu_smoke else FULL
@@ -118,12 +123,32 @@ def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
         run = train_grokking(GrokConfig(**{**kw, "n_steps": target}), device=device,
                              cache_dir=cache, progress=False)
         per_chunk = max(per_chunk, time.perf_counter() - tc) if run.resumed_from < target else 0
-    steps = run.steps
-    delay = delay_summary(steps, run.train_acc, run.test_acc)
-    orders = {"frequency": frequency_cmax(run.freqs, SHARE),
-              "weight": run.c_max[:, :, list(final.tols).index(TOL)] if TOL in final.tols
-              else run.c_max[:, :, 0]}
-    series = {}
+    column = list(final.tols).index(TOL) if TOL in final.tols else 0
+    records = {"steps": run.steps, "train_acc": run.train_acc, "test_acc": run.test_acc,
+               "weight_cmax": run.c_max[:, :, column],
+               "frequency_cmax": frequency_cmax(run.freqs, SHARE)}
+    meta = {"config": {**kw, "n_steps": int(run.steps[-1])}, "planned_steps": final.n_steps,
+            "device": str(torch.device(device)), "seconds_per_step": run.seconds_per_step}
+    return analyse_records(records, meta, cpu_smoke, started=t0)
+
+
+def analyse_records(records: dict, meta: dict, cpu_smoke: bool,
+                    started: float | None = None) -> dict:
+    """The delay, both order parameters and the cascade verdicts (raw and aligned steps) of a
+    trained grokking ensemble's records (``steps`` ``(T,)``; ``train_acc``, ``test_acc``,
+    ``weight_cmax``, ``frequency_cmax`` ``(T, R)``), judged by the book's cascade test at the
+    FULL configuration (SMOKE at ``--cpu-smoke``) and the seed's λ = 2.11."""
+    from flowlaws.percolation.cascade.config import FULL as FULL_TEST
+    from flowlaws.percolation.cascade.config import SMOKE as SMOKE_TEST
+    from flowlaws.percolation.grokking.analysis import align_to_grok, delay_summary, judge_series
+
+    t0 = time.perf_counter() if started is None else started
+    steps = np.asarray(records["steps"])
+    delay = delay_summary(steps, np.asarray(records["train_acc"]),
+                          np.asarray(records["test_acc"]))
+    orders = {"frequency": np.asarray(records["frequency_cmax"], float),
+              "weight": np.asarray(records["weight_cmax"], float)}
+    series, p_c = {}, {}
     last = np.nanmax(delay.grokked) if delay.n_grokked else steps[-1]
     for name, C in orders.items():
         window = steps <= last
@@ -133,21 +158,76 @@ def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
                                              before=np.nanmin(delay.grokked))
             if len(aligned) >= 2 and len(lags) >= 80:
                 series[f"{name}, aligned"] = (aligned, lags)
-    small = {"n_null": 19, "n_power": 4, "n_boot": 20, "sizes": (), "n_surrogates": 19}
-    rows = judge_series(series, lam=LAM, **(small if cpu_smoke else {
-        "n_null": 199, "n_power": 50, "n_boot": 100, "sizes": (128, 256), "n_surrogates": 200,
-        "n_power_size": 20}))
-    keep = ("name", "verdict", "p_value", "power", "lam", "lam_err", "surrogate_p", "holm",
-            "runs_needed", "n_runs", "n_points", "summary")
-    return _step("full grokking preset", t0, config={**kw, "n_steps": int(steps[-1])},
-                 planned_steps=final.n_steps, finished=bool(steps[-1] >= final.n_steps),
-                 device=str(torch.device(device)), seconds_per_step=run.seconds_per_step,
-                 delay=delay.line(), steps=steps.tolist(),
-                 memorised=delay.memorised.tolist(), grokked=delay.grokked.tolist(),
-                 mean_test_acc=np.round(run.test_acc.mean(1), 4).tolist(),
-                 mean_train_acc=np.round(run.train_acc.mean(1), 4).tolist(),
+                p_c[f"{name}, aligned"] = (0.0, float(steps[1] - steps[0]))
+    config = (SMOKE_TEST.replace(n_power=0, n_surrogates=19) if cpu_smoke
+              else FULL_TEST.replace(n_surrogates=200)).replace(lam_claimed=LAM)
+    rows = judge_series(series, config, p_c=p_c)
+    keep = ("name", "p_value", "power", "lam", "lam_err", "surrogate_p", "holm",
+            "runs_needed", "n_runs", "n_points")
+    verdicts = [{**{k: r.get(k) for k in keep},
+                 "verdict": getattr(r.get("verdict"), "verdict", "inconclusive"),
+                 "summary": (str(r["verdict"]) if hasattr(r.get("verdict"), "verdict")
+                             else f"inconclusive: {r.get('reason') or 'not judged'}")}
+                for r in rows]
+    return _step("full grokking preset", t0, config=meta["config"],
+                 planned_steps=meta["planned_steps"],
+                 finished=bool(steps[-1] >= meta["planned_steps"]), device=meta["device"],
+                 seconds_per_step=meta["seconds_per_step"], delay=delay.line(),
+                 steps=steps.tolist(), memorised=delay.memorised.tolist(),
+                 grokked=delay.grokked.tolist(),
+                 mean_test_acc=np.round(np.asarray(records["test_acc"]).mean(1), 4).tolist(),
+                 mean_train_acc=np.round(np.asarray(records["train_acc"]).mean(1), 4).tolist(),
                  c_max={k: np.round(v, 3).tolist() for k, v in orders.items()},
-                 verdicts=[{k: r.get(k) for k in keep} for r in rows])
+                 verdicts=verdicts)
+
+
+def from_dump(folder: Path, out: Path) -> int:
+    """Judge the records a device machine wrote (``tools/gpu_grokking_dump.py``) and write the
+    stored results file the chapter reads, labelled with the run's device, date and time."""
+    records = dict(np.load(folder / "grokking_full_gpu.npz"))
+    meta = json.loads((folder / "grokking_full_gpu_meta.json").read_text())
+    step = analyse_records(records, meta, cpu_smoke=False)
+    result = {"device": meta["device"], "device_type": meta["device_type"], "date": meta["date"],
+              "command": "python3 tools/gpu_grokking_dump.py --out DIR --budget 215 --device "
+                         "cuda; then python tools/gpu_check.py --from-dump DIR",
+              "cpu_smoke": False,
+              "versions": {k: meta[k] for k in ("python", "torch", "cuda", "commit")},
+              "seconds": meta["wall_seconds"], "cpu_seconds": meta["cpu_seconds"],
+              "steps": [step]}
+    out.write_text(json.dumps(result, indent=1, allow_nan=True) + "\n")
+    print(f"judged the stored GPU run ({meta['config']['n_steps']} of {meta['planned_steps']} "
+          f"steps): {step['delay']}; results in {out}")
+    return 0
+
+
+def gpu_presets(cpu_smoke: bool, device: str, budget: float, out_dir: Path) -> dict:
+    """The full presets that need ``cuda`` (:data:`flowlaws.percolation.presets.PRESETS`: Adam
+    and AdamW at the sizes that decide them), each until done or the budget is spent: their
+    chunks of runs are cached as they finish (``$FLOWLAWS_GPU_CHECK_CACHE`` or the reader's
+    cache), so the next call resumes them; a finished preset is written to
+    ``out_dir/<chapter>_full.json`` (tools/full.py). At ``--cpu-smoke`` the same path runs the
+    presets' smoke sizes on the CPU."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from full import run_preset
+
+    from flowlaws.common.chunks import ChunksUnfinishedError
+    from flowlaws.percolation.presets import PRESETS
+
+    t0 = time.perf_counter()
+    cache = os.environ.get("FLOWLAWS_GPU_CHECK_CACHE") or None
+    done, unfinished = {}, {}
+    for chapter, p in PRESETS.items():
+        if p.device != "cuda":
+            continue
+        left = budget - (time.perf_counter() - t0)
+        try:
+            record = run_preset(chapter, smoke=cpu_smoke, out_dir=out_dir, device=device,
+                                cache_dir=cache, deadline=time.monotonic() + max(left, 0.0))
+            done[chapter] = {n: v["summary"] for n, v in record["verdicts"].items()}
+        except ChunksUnfinishedError as stopped:
+            unfinished[chapter] = f"{stopped.done} of {stopped.total} chunks (call again)"
+    return _step("full presets that need a GPU", t0, finished=done, unfinished=unfinished,
+                 out_dir=str(out_dir))
 
 
 def versions() -> dict:
@@ -170,7 +250,12 @@ def main(argv: list[str] | None = None) -> int:
                              "--cpu-smoke, which never writes the stored results)")
     parser.add_argument("--budget", type=float, default=470.0,
                         help="seconds for the whole check (default 470, under 8 minutes)")
+    parser.add_argument("--from-dump", type=Path, default=None,
+                        help="judge the records tools/gpu_grokking_dump.py wrote in this folder "
+                             "(no CUDA needed) and write the stored results file")
     args = parser.parse_args(argv)
+    if args.from_dump is not None:
+        return from_dump(args.from_dump, args.out or STORED)
     import torch
 
     if args.cpu_smoke:
@@ -190,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = [unit_tests(args.cpu_smoke, timeout=max(120.0, 0.3 * args.budget))]
     steps.append(notebooks(args.cpu_smoke, device, timeout=120))
     steps.append(full_preset(args.cpu_smoke, device,
-                             budget=args.budget - (time.perf_counter() - t0)))
+                             budget=0.6 * (args.budget - (time.perf_counter() - t0))))
+    steps.append(gpu_presets(args.cpu_smoke, name if device == "cuda" else "cpu",
+                             budget=args.budget - (time.perf_counter() - t0),
+                             out_dir=out.parent if args.cpu_smoke else STORED.parent))
     result = {"device": name, "device_type": device,
               "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
               "command": shlex.join(["python", "tools/gpu_check.py", *(argv or sys.argv[1:])]),

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from flowlaws.common.stored import read_stored
+
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(spec)
@@ -37,7 +39,7 @@ def test_cpu_smoke_runs_every_step_and_writes_the_results(monkeypatch, tmp_path)
     assert result["cpu_smoke"] and result["device_type"] == "cpu"
     assert {"date", "command", "versions", "device"} <= set(result)
     assert result["versions"]["torch"] == torch.__version__
-    tests, books, full = result["steps"]
+    tests, books, full, presets = result["steps"]
     assert tests["returncode"] == 0
     assert books["checked"] > 10 and books["executed"] == 0 and not books["failed"]
     assert full["config"]["n_steps"] == gpu_check.TINY["n_steps"] and full["finished"]
@@ -45,3 +47,15 @@ def test_cpu_smoke_runs_every_step_and_writes_the_results(monkeypatch, tmp_path)
     assert len(full["steps"]) == len(full["mean_test_acc"]) == len(full["c_max"]["frequency"])
     for row in full["verdicts"]:
         assert row["verdict"] in ("cascade", "no cascade", "inconclusive")
+    assert presets["finished"] and not presets["unfinished"]
+    for chapter, verdicts in presets["finished"].items():
+        stored = read_stored(tmp_path / f"{chapter}_full.json")
+        assert stored["preset"] == "smoke" and set(stored["verdicts"]) == set(verdicts)
+
+
+def test_a_gpu_preset_out_of_budget_resumes_at_the_next_call(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLOWLAWS_GPU_CHECK_CACHE", str(tmp_path / "cache"))
+    first = gpu_check.gpu_presets(True, "cpu", budget=0.0, out_dir=tmp_path)
+    assert first["unfinished"] and not first["finished"]
+    second = gpu_check.gpu_presets(True, "cpu", budget=600.0, out_dir=tmp_path)
+    assert set(second["finished"]) == set(first["unfinished"]) and not second["unfinished"]

@@ -30,6 +30,7 @@ Explained in: book/02_percolation/08_real_data.ipynb (the full preset's 2,048 ru
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
     "split_seeds",
     "chunk_stem",
     "ChunkReport",
+    "ChunksUnfinishedError",
     "run_chunked",
     "concat_runs",
 ]
@@ -99,6 +101,16 @@ class ChunkReport:
     where: str
 
 
+class ChunksUnfinishedError(RuntimeError):
+    """The ``deadline`` of :func:`run_chunked` passed: ``done`` of ``total`` chunks are stored;
+    the same call resumes from there."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(f"{done} of {total} chunks done when the deadline passed; call again "
+                         "to resume (finished chunks are cached)")
+        self.done, self.total = done, total
+
+
 def _stored(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0
 
@@ -124,7 +136,8 @@ def _client(scheduler: str | None, workers: int | None, client: Any):
 def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | None = None, *,
                 chunk_size: int = 64, scheduler: str | None = None, workers: int | None = None,
                 client: Any = None, cache: bool = True, cache_dir: Path | str | None = None,
-                progress: str | None = None) -> tuple[list[Any], ChunkReport]:
+                progress: str | None = None, deadline: float | None = None
+                ) -> tuple[list[Any], ChunkReport]:
     """``[fn(chunk, **params) for chunk in split_seeds(seeds, chunk_size)]`` and a report.
 
     Args:
@@ -138,6 +151,9 @@ def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | Non
         cache: store each finished chunk and load stored ones (``cache_dir``: the folder,
             ``None`` for :func:`flowlaws.book.cache.cache_dir`).
         progress: a label for a bar over the chunks (None: no bar).
+        deadline: a ``time.monotonic()`` value after which no chunk is started: the chunks
+            finished by then are stored and :class:`ChunksUnfinishedError` is raised (a GPU
+            run in calls of a few minutes each resumes this way).
 
     The results come back in the order of the chunks whatever order they finished in.
     """
@@ -167,6 +183,8 @@ def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | Non
     try:
         if dask_client is None:
             for i in todo:
+                if deadline is not None and time.monotonic() > deadline:
+                    break
                 finish(i, fn(chunks[i], **params))
         else:
             from dask.distributed import as_completed
@@ -175,6 +193,10 @@ def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | Non
                        for i in todo}
             for future in as_completed(futures):
                 finish(futures[future], future.result())
+                if deadline is not None and time.monotonic() > deadline:
+                    for other in futures:
+                        other.cancel()
+                    break
     finally:
         shown.close()
         if cluster is not None:
@@ -182,6 +204,9 @@ def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | Non
             cluster.close()
         elif dask_client is not None and client is None:
             dask_client.close()
+    done = sum(r is not None for r in results)
+    if done < len(chunks):
+        raise ChunksUnfinishedError(done, len(chunks))
     return results, ChunkReport(len(chunks), loaded, len(todo), where)
 
 

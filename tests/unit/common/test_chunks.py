@@ -147,3 +147,16 @@ def test_concat_runs_refuses_chunks_that_disagree_on_shared_values():
         concat_runs([{"steps": np.arange(3)}, {"steps": np.arange(4)}])
     assert concat_runs([[1], [2, 3]]) == [1, 2, 3]
     assert chunk_stem(counted, [1], {"power": 2}) != chunk_stem(counted, [2], {"power": 2})
+
+
+def test_a_deadline_stops_the_sweep_and_the_next_call_resumes(tmp_path):
+    from flowlaws.common.chunks import ChunksUnfinishedError
+
+    CALLS.clear()
+    with pytest.raises(ChunksUnfinishedError) as stopped:
+        run_chunked(counted, list(range(20, 26)), {"power": 1}, chunk_size=2,
+                    cache_dir=tmp_path, deadline=time.monotonic() - 1)
+    assert (stopped.value.done, stopped.value.total) == (0, 3) and CALLS == []
+    chunks, report = run_chunked(counted, list(range(20, 26)), {"power": 1}, chunk_size=2,
+                                 cache_dir=tmp_path, deadline=time.monotonic() + 600)
+    assert report.computed == 3 and len(CALLS) == 3

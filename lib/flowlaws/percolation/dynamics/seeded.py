@@ -75,29 +75,31 @@ def one_thread() -> Iterator[None]:
 
 
 def _train(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
-           seeds: Sequence[int], *, lr: float, batch_size: int, n_steps: int,
-           record_every: int) -> dict:
+           seeds: Sequence[int], *, device: str = "cpu", **kw) -> dict:
+    if torch.device(device).type == "cuda":  # one thread is for small CPU tensors
+        return _train_here(theta0.to(device), shape, X.to(device), Y.to(device), seeds, **kw)
     with one_thread():
-        return _train_here(theta0, shape, X, Y, seeds, lr=lr, batch_size=batch_size,
-                           n_steps=n_steps, record_every=record_every)
+        return _train_here(theta0, shape, X, Y, seeds, **kw)
 
 
 def _train_here(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
                 seeds: Sequence[int], *, lr: float, batch_size: int, n_steps: int,
-                record_every: int) -> dict:
-    path = train_ensemble(theta0, shape, X, Y, optimizer="sgd", lr=lr, n_steps=n_steps,
+                record_every: int, optimizer: str = "sgd", alpha: float = 2.0,
+                truncation: float = float("inf"), weight_decay: float = 0.0) -> dict:
+    path = train_ensemble(theta0, shape, X, Y, optimizer=optimizer, lr=lr, n_steps=n_steps,
                           batch_size=batch_size, seed=[noise_seed(s) for s in seeds],
-                          record_every=record_every)
+                          record_every=record_every, alpha=alpha, truncation=truncation,
+                          weight_decay=weight_decay)
     out = ensemble_forward(path.final, shape, X)
     acc = ((out[..., 0] > 0) == (Y[:, 0] > 0)).double().mean(dim=1)
     return {"C": np.asarray(cmax_curves(path.theta, shape), dtype=float),
-            "steps": np.rint(path.times / lr).astype(int), "acc": acc.numpy()}
+            "steps": np.rint(path.times / lr).astype(int), "acc": acc.cpu().numpy()}
 
 
 def data_ensemble_chunk(seeds: Sequence[int], *, data: str = "heart", width: int = 16,
                         init_scale: float = 0.01, lr: float = 0.1, batch_size: int = 8,
                         n_steps: int = 2000, record_every: int = 2, n_images: int = 500,
-                        data_seed: int = 0) -> dict:
+                        data_seed: int = 0, device: str = "cpu") -> dict:
     """II.8's ensemble, run by run: tanh networks of ``width`` neurons from a small
     initialisation (``ensemble_init``, ``scale=init_scale``, one seed per run) trained by SGD
     (``lr``, mini-batch noise of ``batch_size``) for ``n_steps`` on :func:`data_set`
@@ -107,7 +109,7 @@ def data_ensemble_chunk(seeds: Sequence[int], *, data: str = "heart", width: int
     theta0 = torch.cat([ensemble_init(shape, 1, scale=init_scale, seed=int(s),
                                       dtype=torch.float32) for s in seeds])
     return _train(theta0, shape, X, Y, seeds, lr=lr, batch_size=batch_size, n_steps=n_steps,
-                  record_every=record_every)
+                  record_every=record_every, device=device)
 
 
 INITS = ("pairs", "small")
@@ -117,15 +119,20 @@ def teacher_ensemble_chunk(seeds: Sequence[int], *, init: str = "pairs", n_in: i
                            width: int = 8, n_teacher: int = 2, n_data: int = 64,
                            label_noise: float = 0.3, rel_noise: float = 0.1,
                            init_scale: float = 0.1, lr: float = 0.1, batch_size: int = 2,
-                           n_steps: int = 4000, record_every: int = 4, data_seed: int = 0
-                           ) -> dict:
+                           n_steps: int = 4000, record_every: int = 4, data_seed: int = 0,
+                           optimizer: str = "sgd", alpha: float = 2.0,
+                           truncation: float = float("inf"), weight_decay: float = 0.0,
+                           device: str = "cpu") -> dict:
     """Students on teacher data, run by run: ``n_data`` inputs of a ``n_teacher``-neuron tanh
     teacher with ``label_noise`` (:func:`flowlaws.percolation.toys.planted.teacher_data`,
     ``data_seed``), students of ``width`` tanh neurons. ``init="pairs"``: neuron
     ``i + width/2`` starts as a copy of neuron ``i`` up to ``rel_noise``
     (:func:`~flowlaws.percolation.toys.planted.planted_pairs`), so pairs can merge, and merged
     pairs again, over generations; ``init="small"``: independent neurons at scale
-    ``init_scale`` (``ensemble_init``), which condense as they grow."""
+    ``init_scale`` (``ensemble_init``), which condense as they grow. ``optimizer`` (``"sgd"``,
+    ``"adam"``, ``"adamw"``), ``alpha`` (tail index of the noise), ``truncation`` and
+    ``weight_decay`` as in :func:`~flowlaws.percolation.dynamics.adaptive.train_ensemble`;
+    ``device``: where the chunk trains (its results come back on the CPU)."""
     if init not in INITS:
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
     X, Y = teacher_data(n_data, n_in, n_teacher, label_noise=label_noise, seed=data_seed)
@@ -135,4 +142,5 @@ def teacher_ensemble_chunk(seeds: Sequence[int], *, init: str = "pairs", n_in: i
                         ensemble_init(shape, 1, scale=init_scale, seed=int(s),
                                       dtype=torch.float32) for s in seeds])
     return _train(theta0, shape, X, Y, seeds, lr=lr, batch_size=batch_size, n_steps=n_steps,
-                  record_every=record_every)
+                  record_every=record_every, optimizer=optimizer, alpha=alpha,
+                  truncation=truncation, weight_decay=weight_decay, device=device)
