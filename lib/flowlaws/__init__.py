@@ -6,7 +6,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.common``: shared by both parts (imports neither part)
 
 - :mod:`flowlaws.common.models`
-  the models as ``nn.Module`` s: two-layer, deep, SwiGLU, attention, MoE (I.1–I.6, II.1)
+  the models as ``nn.Module`` s: two-layer, deep, SwiGLU, attention, MoE, I.6's character
+  language model and image classifier (I.1–I.6, II.1)
 - :mod:`flowlaws.common.transformer`
   a causal Transformer of residual RoPE-attention and SwiGLU blocks, without norm gains (I.6)
 - :mod:`flowlaws.common.optim`
@@ -42,12 +43,12 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   discrete optimisers that record the laws (I.1, I.5, I.6)
 - :mod:`flowlaws.conservation.discrete`
   the exact one-step change and the step-size sweeps (I.5)
-- :mod:`flowlaws.conservation.real_data`
-  laws in a language model and an image classifier (I.6)
+- :mod:`flowlaws.conservation.law_runs`
+  a block's laws recorded along training runs, the one-step τ² gap, optimizer sweeps (I.6)
 - :mod:`flowlaws.conservation.deep_laws`
   every block of a deep model: relative rates under the flow, the one-step τ² change (I.6)
 - :mod:`flowlaws.conservation.figures`
-  Part I's figures (I.1–I.5)
+  Part I's figures (I.1–I.6)
 
 ``flowlaws.percolation``: Part II, percolation dynamics of SGD, in five rooms
 
@@ -120,9 +121,9 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.data``: data that ships, and readers for files you give
 
 - :mod:`flowlaws.data.text`
-  Shakespeare, WikiText, Penn Treebank (I.6)
+  Shakespeare, WikiText, Penn Treebank, and ``load_text``, the one call for any of them (I.6)
 - :mod:`flowlaws.data.images`
-  digits, CIFAR-10, MNIST / Fashion-MNIST, image folders (I.6, II.8)
+  digits, CIFAR-10, MNIST / Fashion-MNIST, image folders, and ``load_images`` (I.6, II.8)
 - :mod:`flowlaws.data.tabular`
   CSV tables: the UCI Heart Disease data that ships (II.8)
 - :mod:`flowlaws.data.files`
