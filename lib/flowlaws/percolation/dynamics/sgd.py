@@ -38,7 +38,11 @@ from flowlaws.percolation.dynamics.sde import (
     sgd_coefficients,
     sgd_sde,
 )
-from flowlaws.percolation.topology.clusters import ensemble_cmax
+from flowlaws.percolation.topology.clusters import (
+    collapse_fractions,
+    ensemble_cmax,
+    mean_over_finite,
+)
 
 __all__ = [
     "SGDPath",
@@ -47,6 +51,8 @@ __all__ = [
     "sde_path",
     "one_step_moments",
     "sgd_lr_sweep",
+    "merge_fraction_sweep",
+    "start_curves",
 ]
 
 
@@ -229,3 +235,46 @@ def sgd_lr_sweep(
     return sgd_discrete(theta0.repeat(len(lrs), 1), shape, X, Y, lr=lr_per_run,
                         batch_size=batch_size, n_steps=n_steps, seed=seed,
                         record_every=record_every)
+
+
+def merge_fraction_sweep(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
+    lrs: list[float], *, batch_size: int, n_steps: int, record_every: int = 1, seed: int = 0,
+) -> dict[str, torch.Tensor]:
+    """The fractions of merged and of dead neurons along :func:`sgd_lr_sweep`.
+
+    Returns ``{"steps": (T,) int64, "merged": (T, len(lrs) · R), "dead": (T, len(lrs) · R)}``
+    (:func:`~flowlaws.percolation.topology.clusters.collapse_fractions`, NaN for a diverged
+    run), run ``k · R + r`` being ``theta0[r]`` ``(R, dim)`` trained at ``lrs[k]``. Plain
+    tensors, so a chapter can cache the result.
+
+    Explained in: book/02_percolation/02_trapping.ipynb
+    """
+    path = sgd_lr_sweep(theta0, shape, X, Y, list(lrs), batch_size=batch_size, n_steps=n_steps,
+                        record_every=record_every, seed=seed)
+    merged, dead = collapse_fractions(path.states, shape)
+    return {"steps": torch.as_tensor(path.steps), "merged": torch.as_tensor(merged),
+            "dead": torch.as_tensor(dead)}
+
+
+def start_curves(sweep: dict[str, torch.Tensor], k: int, starts: list[str], n_per_start: int,
+                 nets: int | None = None) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+    """Per start, the mean merged and dead fractions ``(T,)`` at learning rate ``k`` of a
+    :func:`merge_fraction_sweep` whose ``theta0`` stacked ``n_per_start`` runs of each start in
+    the order ``starts``, over the first ``nets`` runs of each, and how many of them diverged.
+
+    A diverged run is counted, not averaged (the mean is NaN once every run has diverged).
+    Returns ``{start: (merged (T,), dead (T,), n_diverged)}``.
+
+    Explained in: book/02_percolation/02_trapping.ipynb
+    """
+    nets = n_per_start if nets is None else nets
+    if not 1 <= nets <= n_per_start:
+        raise ValueError(f"nets must lie in [1, n_per_start = {n_per_start}], got {nets}")
+    out = {}
+    for s, name in enumerate(starts):
+        first = (len(starts) * k + s) * n_per_start
+        m = sweep["merged"][:, first:first + nets].numpy()
+        d = sweep["dead"][:, first:first + nets].numpy()
+        out[name] = (mean_over_finite(m, 1), mean_over_finite(d, 1), int(np.isnan(m[-1]).sum()))
+    return out

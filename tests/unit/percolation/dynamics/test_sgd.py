@@ -8,6 +8,7 @@ import torch
 
 from flowlaws.percolation.cascade import variance
 from flowlaws.percolation.dynamics import ensemble, sde, sgd
+from flowlaws.percolation.topology import clusters
 from flowlaws.percolation.toys import planted
 
 SHAPE = ensemble.TwoLayerShape(3, 6, 1, "tanh")
@@ -74,3 +75,31 @@ def test_sgd_discrete_is_the_old_noise_free_euler_maruyama_to_the_bit():
     assert torch.equal(new.states, old.states)
     assert new.steps.tolist() == [0, 10, 20, 30]
     np.testing.assert_allclose(old.times, lr * new.steps)
+
+
+def test_merge_fraction_sweep_is_collapse_fractions_along_the_lr_sweep():
+    X, Y = planted.teacher_data(16, 3, 1, label_noise=0.3, seed=0)
+    theta0 = torch.cat([ensemble.ensemble_init(SHAPE, 3, seed=1, dtype=torch.float32),
+                        planted.planted_pairs(SHAPE, 3, rel_noise=0.0, seed=2)])
+    kw = {"batch_size": 2, "n_steps": 20, "record_every": 10, "seed": 5}
+    out = sgd.merge_fraction_sweep(theta0, SHAPE, X, Y, [0.05, 0.1], **kw)
+    path = sgd.sgd_lr_sweep(theta0, SHAPE, X, Y, [0.05, 0.1], **kw)
+    merged, dead = clusters.collapse_fractions(path.states, SHAPE)
+    assert out["steps"].tolist() == [0, 10, 20]
+    np.testing.assert_array_equal(out["merged"].numpy(), merged)
+    np.testing.assert_array_equal(out["dead"].numpy(), dead)
+    assert np.all(out["merged"].numpy()[0, 3:6] == 1.0)  # exact copies start fully merged
+
+
+def test_start_curves_average_the_right_columns_and_count_diverged_runs():
+    T = 2  # 2 learning rates x 2 starts x 3 runs: column (2k + s) * 3 + r
+    merged = torch.arange(12, dtype=torch.float64).repeat(T, 1) / 100
+    merged[:, 9] = float("nan")  # lr 1, start "b", its first run diverged
+    sweep = {"merged": merged, "dead": merged / 2}
+    c = sgd.start_curves(sweep, 1, ["a", "b"], 3)
+    np.testing.assert_allclose(c["a"][0], [0.07, 0.07])  # columns 6, 7, 8
+    np.testing.assert_allclose(c["b"][0], [0.105, 0.105])  # columns 10, 11 (9 is NaN)
+    assert c["a"][2] == 0 and c["b"][2] == 1
+    np.testing.assert_allclose(sgd.start_curves(sweep, 0, ["a", "b"], 3, 2)["b"][1], [0.0175] * 2)
+    with pytest.raises(ValueError, match="nets"):
+        sgd.start_curves(sweep, 0, ["a", "b"], 3, 4)
