@@ -61,8 +61,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.dynamics.sde`
   Euler–Maruyama, SGD read as an SDE (II.1, II.2)
 - :mod:`flowlaws.percolation.dynamics.sgd`
-  plain ensemble SGD, a loop over steps; lr sweeps and their merged and dead fractions, the SGD
-  order parameter, SGD against its SDE (II.1–II.5, II.9)
+  plain ensemble SGD, a loop over steps, in phases; lr sweeps and their merged and dead
+  fractions, the SGD order parameter, SGD against its SDE (II.1–II.5, II.9)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
 
@@ -72,7 +72,7 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   invariant sets, merged groups, pair distances and the order parameter C_max, per run and
   along a recorded path (II.2–II.9)
 - :mod:`flowlaws.percolation.topology.reeb`
-  Reeb graphs of merges and splits (II.3, II.9)
+  Reeb graphs of merges and splits, their events counted per phase (II.3, II.9)
 - :mod:`flowlaws.percolation.topology.fragmentation`
   merged neurons that split after a task switch (II.9)
 

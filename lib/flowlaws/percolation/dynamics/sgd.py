@@ -53,6 +53,8 @@ __all__ = [
     "sgd_lr_sweep",
     "merge_fraction_sweep",
     "start_curves",
+    "SGDPhase",
+    "sgd_phases",
 ]
 
 
@@ -278,3 +280,48 @@ def start_curves(sweep: dict[str, torch.Tensor], k: int, starts: list[str], n_pe
         d = sweep["dead"][:, first:first + nets].numpy()
         out[name] = (mean_over_finite(m, 1), mean_over_finite(d, 1), int(np.isnan(m[-1]).sum()))
     return out
+
+
+@dataclass(frozen=True)
+class SGDPhase:
+    """One phase of :func:`sgd_phases`: its step size, mini-batch size and number of steps."""
+
+    lr: float
+    batch_size: int
+    n_steps: int
+
+
+def sgd_phases(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
+    phases: list[SGDPhase], *, record_every: int = 1, seed: int = 0,
+    labels: list[str] | None = None,
+) -> SGDPath:
+    """:func:`sgd_discrete` in phases, each from where the last one stopped: a noisy phase
+    (large ``lr / batch_size``), say, then a quiet one.
+
+    Phase ``i`` draws its batches with ``seed + i``; ``labels[i]`` names its progress bar
+    (``None``: no bars). The record joins the phases: steps count from the first phase's start
+    (``(T,)``, the shared checkpoint between two phases kept once), ``states``
+    ``(T, n_runs, dim)``, and ``diverged_at`` the step, so counted, at which a run diverged.
+
+    Explained in: book/02_percolation/03_reeb.ipynb
+    """
+    if not phases:
+        raise ValueError("phases is empty: give at least one SGDPhase")
+    if labels is not None and len(labels) != len(phases):
+        raise ValueError(f"labels has {len(labels)} entries for {len(phases)} phases")
+    steps, states = [], []
+    diverged_at = torch.full((theta0.shape[0],), -1, dtype=torch.int64)
+    theta, offset = theta0, 0
+    for i, phase in enumerate(phases):
+        path = sgd_discrete(theta, shape, X, Y, lr=phase.lr, batch_size=phase.batch_size,
+                            n_steps=phase.n_steps, record_every=record_every, seed=seed + i,
+                            progress=None if labels is None else labels[i])
+        first = 0 if i == 0 else 1
+        steps.append(offset + path.steps[first:])
+        states.append(path.states[first:])
+        new = (diverged_at < 0) & (path.diverged_at >= 0)
+        diverged_at[new] = offset + path.diverged_at[new]
+        theta, offset = path.final, offset + phase.n_steps
+    return SGDPath(np.concatenate(steps), torch.cat(states), diverged_at)
+

@@ -103,3 +103,19 @@ def test_start_curves_average_the_right_columns_and_count_diverged_runs():
     np.testing.assert_allclose(sgd.start_curves(sweep, 0, ["a", "b"], 3, 2)["b"][1], [0.0175] * 2)
     with pytest.raises(ValueError, match="nets"):
         sgd.start_curves(sweep, 0, ["a", "b"], 3, 4)
+
+
+def test_sgd_phases_continue_where_the_last_phase_stopped():
+    X, Y = planted.teacher_data(16, 3, 1, label_noise=0.3, seed=0)
+    theta0 = ensemble.ensemble_init(SHAPE, 3, seed=1, dtype=torch.float32)
+    phases = [sgd.SGDPhase(0.2, 1, 20), sgd.SGDPhase(0.05, 8, 10)]
+    path = sgd.sgd_phases(theta0, SHAPE, X, Y, phases, record_every=10, seed=4)
+    hot = sgd.sgd_discrete(theta0, SHAPE, X, Y, lr=0.2, batch_size=1, n_steps=20,
+                           record_every=10, seed=4)
+    cool = sgd.sgd_discrete(hot.final, SHAPE, X, Y, lr=0.05, batch_size=8, n_steps=10,
+                            record_every=10, seed=5)
+    assert path.steps.tolist() == [0, 10, 20, 30]
+    assert torch.equal(path.states, torch.cat([hot.states, cool.states[1:]]))
+    assert path.diverged_at.tolist() == [-1, -1, -1]
+    with pytest.raises(ValueError, match="labels"):
+        sgd.sgd_phases(theta0, SHAPE, X, Y, phases, labels=["one"])
