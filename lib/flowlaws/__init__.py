@@ -72,9 +72,10 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   invariant sets, merged groups, pair distances and the order parameter C_max, per run and
   along a recorded path (II.2–II.9)
 - :mod:`flowlaws.percolation.topology.reeb`
-  Reeb graphs of merges and splits, their events counted per phase (II.3, II.9)
+  Reeb graphs of merges and splits, their events counted per phase, groups at a time (II.3,
+  II.9)
 - :mod:`flowlaws.percolation.topology.fragmentation`
-  merged neurons that split after a task switch (II.9)
+  merged neurons that split after a task switch, its counts and texts (II.9)
 
 ``flowlaws.percolation.cascade``: the cascade test: variance peaks, null, statistic, verdicts
 
@@ -109,8 +110,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.percolation.toys``: toy models with known answers
 
 - :mod:`flowlaws.percolation.toys.planted`
-  teacher data, the cyclic problem, starts near the permutation set: planted pairs, merged
-  ensembles (II.1–II.4, II.6, II.9)
+  teacher data and targets, the cyclic problem, starts near the permutation set: planted pairs,
+  merged ensembles (II.1–II.4, II.6, II.9)
 - :mod:`flowlaws.percolation.toys.quartic`
   the quartic well: noise makes an invariant set attractive (II.1, II.2)
 - :mod:`flowlaws.percolation.toys.merge_processes`

@@ -31,6 +31,7 @@ __all__ = [
     "reeb_from_checkpoints",
     "reeb_events",
     "phase_event_counts",
+    "groups_at",
     "draw_reeb",
 ]
 
@@ -132,6 +133,14 @@ def phase_event_counts(graphs: Iterable[nx.DiGraph], boundary: float,
             counts[(phase, e.kind)] += 1
             counts[(phase, e.kind, "big")] += e.block >= big
     return counts
+
+
+def groups_at(G: nx.DiGraph, time: float) -> int:
+    """The number of groups (nodes) of the Reeb graph ``G`` at the checkpoint ``time``.
+
+    Explained in: book/02_percolation/09_fragmentation.ipynb
+    """
+    return sum(1 for _, t in G.nodes(data="time") if t == time)
 
 
 def _positions(G: nx.DiGraph) -> dict:

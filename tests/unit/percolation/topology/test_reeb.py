@@ -87,3 +87,10 @@ def test_phase_event_counts_split_events_at_the_boundary():
     assert counts["quiet", "split"] == 4 and counts["quiet", "split", "big"] == 0
     assert counts["noisy", "split"] == 0 and counts["quiet", "merge"] == 0
     assert reeb.phase_event_counts([G], 0.5)["after", "merge"] == 1
+
+
+def test_groups_at_counts_the_nodes_of_a_checkpoint():
+    F = frozenset
+    G = reeb.reeb_graph([[F({0}), F({1}), F({2})], [F({0, 1}), F({2})]], [0.0, 0.5])
+    assert reeb.groups_at(G, 0.0) == 3 and reeb.groups_at(G, 0.5) == 2
+    assert reeb.groups_at(G, 9) == 0
