@@ -59,7 +59,7 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.dynamics.loop`
   the one loop that advances an ensemble, divergence included (II.1–II.9)
 - :mod:`flowlaws.percolation.dynamics.sde`
-  Euler–Maruyama, SGD read as an SDE (II.1, II.2)
+  Euler–Maruyama, SGD read as an SDE, an isotropic-noise control (II.1, II.2)
 - :mod:`flowlaws.percolation.dynamics.sgd`
   plain ensemble SGD, a loop over steps, in phases; lr sweeps and their merged and dead
   fractions, the SGD order parameter, SGD against its SDE (II.1–II.5, II.9)
@@ -70,7 +70,7 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 
 - :mod:`flowlaws.percolation.topology.clusters`
   invariant sets, merged groups, pair distances and the order parameter C_max, per run and
-  along a recorded path (II.2–II.9)
+  along a recorded path; how far a path strays from a pair or a dead neuron (II.1–II.9)
 - :mod:`flowlaws.percolation.topology.reeb`
   Reeb graphs of merges and splits, their events counted per phase, groups at a time (II.3,
   II.9)

@@ -26,6 +26,7 @@ from flowlaws.percolation.dynamics.ensemble import (
     check_ensemble_inputs,
     ensemble_forward,
     ensemble_init,
+    ensemble_loss,
     forward_cache,
     per_sample_grads,
     split_params,
@@ -55,6 +56,7 @@ __all__ = [
     "start_curves",
     "SGDPhase",
     "sgd_phases",
+    "sgd_against_sde",
 ]
 
 
@@ -324,4 +326,32 @@ def sgd_phases(
         diverged_at[new] = offset + path.diverged_at[new]
         theta, offset = path.final, offset + phase.n_steps
     return SGDPath(np.concatenate(steps), torch.cat(states), diverged_at)
+
+
+def sgd_against_sde(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *, lr: float,
+    batch_size: int, t_max: float, substeps: int, seed: int = 0, n_records: int = 50,
+) -> dict[str, torch.Tensor | dict[str, torch.Tensor]]:
+    """SGD, its SDE with ``dt = lr`` and with ``dt = lr / substeps``, from the same ``theta0``
+    ``(R, dim)`` up to the time ``t_max`` (``round(t_max / lr)`` SGD steps), about ``n_records``
+    records each.
+
+    Returns ``{"times": (T,) lr · step, "losses": {name: (T, R) training loss}}`` with the
+    names ``"SGD"``, ``"SDE, dt = lr"`` and ``"SDE, dt = lr/<substeps>"``; on the CPU, so a
+    chapter can cache it.
+
+    Explained in: book/02_percolation/01_sde.ipynb
+    """
+    n = round(t_max / lr)
+    kw = {"lr": lr, "batch_size": batch_size, "n_steps": n,
+          "record_every": max(1, n // n_records), "seed": seed}
+    runs = {
+        "SGD": sgd_discrete(theta0, shape, X, Y, **kw),
+        "SDE, dt = lr": sde_path(theta0, shape, X, Y, **kw),
+        f"SDE, dt = lr/{substeps}": sde_path(theta0, shape, X, Y, substeps=substeps, **kw),
+    }
+    losses = {k: torch.stack([ensemble_loss(s, shape, X, Y) for s in p.states]).cpu()
+              for k, p in runs.items()}
+    # SGD counts steps; the SDE with dt = lr records the time lr · step
+    return {"times": torch.as_tensor(runs["SDE, dt = lr"].times), "losses": losses}
 

@@ -119,3 +119,17 @@ def test_sgd_phases_continue_where_the_last_phase_stopped():
     assert path.diverged_at.tolist() == [-1, -1, -1]
     with pytest.raises(ValueError, match="labels"):
         sgd.sgd_phases(theta0, SHAPE, X, Y, phases, labels=["one"])
+
+
+def test_sgd_against_sde_runs_the_three_paths_to_the_same_time():
+    X, Y = planted.teacher_data(16, 3, 1, label_noise=0.3, seed=0)
+    theta0 = ensemble.ensemble_init(SHAPE, 4, seed=4, dtype=torch.float32)
+    out = sgd.sgd_against_sde(theta0, SHAPE, X, Y, lr=0.1, batch_size=2, t_max=2.0, substeps=3,
+                              seed=1, n_records=4)
+    assert list(out["losses"]) == ["SGD", "SDE, dt = lr", "SDE, dt = lr/3"]
+    np.testing.assert_allclose(out["times"].numpy(), [0.0, 0.5, 1.0, 1.5, 2.0])
+    sgd_run = sgd.sgd_discrete(theta0, SHAPE, X, Y, lr=0.1, batch_size=2, n_steps=20,
+                               record_every=5, seed=1)
+    torch.testing.assert_close(out["losses"]["SGD"][-1],
+                               ensemble.ensemble_loss(sgd_run.final, SHAPE, X, Y))
+    assert all(L.shape == (5, 4) for L in out["losses"].values())
