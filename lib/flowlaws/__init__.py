@@ -65,6 +65,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   fractions, the SGD order parameter, SGD against its SDE (II.1–II.5, II.9)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
+- :mod:`flowlaws.percolation.dynamics.adam_runs`
+  II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
@@ -106,6 +108,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   delay ratios, runs aligned by their grokking step, verdicts with Holm's correction (II.7)
 - :mod:`flowlaws.percolation.grokking.checkpoints`
   a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
+- :mod:`flowlaws.percolation.grokking.figures`
+  accuracy as median bands with each run's grokking step; R with a first-point spike clipped (II.7)
 
 ``flowlaws.percolation.toys``: toy models with known answers
 
@@ -136,10 +140,18 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   device choice, seeds, one torch thread (every chapter)
 - :mod:`flowlaws.book.progress`
   progress bars, or reports to a live figure (every long loop)
-- :mod:`flowlaws.book.cache`
-  compute or load: results cached on disk, written atomically (II.1–II.9)
-- :mod:`flowlaws.book.call_cache`
+- :mod:`flowlaws.book.cache.calls`
   ``cached_call``: a cached call keyed by the function and everything it reads (II.1–II.9)
+- :mod:`flowlaws.book.cache.keys`
+  cache keys: arguments, functions (a helper module's by its code) and numbers described by
+  their content, the library's fingerprint (II.1–II.9)
+- :mod:`flowlaws.book.cache.paths`
+  files and folders in a key, by the SHA-256 of their content (II.1–II.9)
+- :mod:`flowlaws.book.cache.codec`
+  the closed stored format: only registered classes are rebuilt (II.1–II.9)
+- :mod:`flowlaws.book.cache.store`
+  entries on disk: checksummed, written atomically, refused and recomputed when damaged
+  (II.1–II.9)
 - :mod:`flowlaws.book.style`
   the book's matplotlib style (every chapter)
 - :mod:`flowlaws.book.tables`
@@ -161,6 +173,13 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the book's theorem index page (the ``{theorem-index}`` directive)
 - :mod:`flowlaws.book.ledger`
   ``record_claim``: a chapter's verdict on a seed's claim, glued for the claims ledger (I.1–II.9)
+- :mod:`flowlaws.book.rules.rule`
+  a decision rule as data (statistic, threshold, margin, window, size, reason, commit) and
+  its first rule when it was revised after the data
+- :mod:`flowlaws.book.rules.conservation`
+  the declared rules of Part I's claims (the ledger)
+- :mod:`flowlaws.book.rules.percolation`
+  the declared rules of Part II's claims (the ledger), with the three revised after the data
 
 Conventions (``CONTRIBUTING.md``): weight shapes follow PyTorch's ``out x in`` everywhere (a
 linear layer ``y = W x`` stores ``W`` with shape ``(n_out, n_in)``); ensembles carry a leading

@@ -14,6 +14,7 @@ the build runs with ``-W``.
 
 from __future__ import annotations
 
+import ast
 import re
 from html.parser import HTMLParser
 
@@ -23,6 +24,7 @@ import yaml
 from _harness import ROOT, toc_files, toc_notebooks
 
 from flowlaws.book.ledger import NUMBER_SUFFIX, VERDICT_SUFFIX, VERDICTS, glued_values
+from flowlaws.book.rules import RULES
 
 LEDGER = ROOT / "book" / "ledger.md"
 LEDGER_DOC = "book/ledger"
@@ -75,6 +77,44 @@ def glued_in_source(path: str) -> set[str]:
                 f"{name!r}")
             keys.add(name)
     return keys
+
+
+def record_calls(path: str) -> list[tuple[str, str | None, bool]]:
+    """``(claim id, rule id or None, passes first_verdict)`` of every ``record_claim`` call of a
+    notebook, read from its code with ``ast`` (IPython magics left out)."""
+    calls = []
+    for cell in nbformat.read(ROOT / path, 4).cells:
+        if cell.cell_type != "code" or "record_claim(" not in cell.source:
+            continue
+        code = "\n".join(line for line in cell.source.splitlines()
+                         if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(code)):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "record_claim"):
+                continue
+            assert node.args and isinstance(node.args[0], ast.Constant), (
+                f"{path}: record_claim's claim id must be a literal")
+            kw = {k.arg: k.value for k in node.keywords}
+            rule = kw.get("rule")
+            assert rule is None or isinstance(rule, ast.Constant), (
+                f"{path}: record_claim's rule must be a literal, so it can be checked")
+            calls.append((node.args[0].value, rule.value if rule is not None else None,
+                          "first_verdict" in kw))
+    return calls
+
+
+def test_every_verdict_comes_from_a_declared_rule_and_states_a_revision():
+    """A chapter's verdict is decided by a rule declared in flowlaws.book.rules before the data;
+    a rule revised after the data also records the verdict under its first rule."""
+    for path in toc_notebooks():
+        for claim, rule, first in record_calls(path):
+            declared = RULES.get(rule or claim)
+            assert declared is not None, (
+                f"{path}: the verdict on {claim!r} comes from rule {rule or claim!r}, which "
+                "flowlaws.book.rules does not declare")
+            assert declared.claim == claim, f"{path}: rule {rule!r} decides {declared.claim!r}"
+            assert first == declared.revised_after_data, (
+                f"{path}: {claim!r}: pass first_verdict exactly when its rule was revised after "
+                "the data")
 
 
 def test_the_ledger_comes_after_both_parts_and_before_the_back_matter():

@@ -22,8 +22,7 @@ import pytest
 import torch
 
 import flowlaws
-from flowlaws.book.cache import CacheWarning
-from flowlaws.book.call_cache import cached_call
+from flowlaws.book.cache import CacheWarning, cached_call
 from flowlaws.percolation.grokking import training
 from flowlaws.percolation.grokking.checkpoints import GrokStoreWarning
 from flowlaws.percolation.grokking.training import GrokConfig
@@ -50,7 +49,7 @@ torch.save = _slow_save
 """
 
 SWEEP = """
-from flowlaws.book.call_cache import cached_call
+from flowlaws.book.cache import cached_call
 from flowlaws.percolation.toys.quartic import quartic_collapse
 for T in T_FINALS:
     cached_call(quartic_collapse, ZETAS, t_final=T, dt=0.01, n_runs=40, seed=3,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -10,12 +11,14 @@ import pytest
 from flowlaws.book import ledger
 from flowlaws.book.ledger import (
     GLUE_PREFIX,
+    REVISED,
     VERDICTS,
     glued_values,
     record_claim,
     verdict_of,
     verdict_of_all,
 )
+from flowlaws.book.rules import RULES
 
 
 def _captured(monkeypatch, *, without_myst_nb: bool = False) -> list[tuple[dict, dict]]:
@@ -52,9 +55,9 @@ def test_a_recorded_claim_is_glued_and_read_back(monkeypatch, capsys, without_my
 
 def test_without_myst_nb_the_output_is_the_one_myst_nb_makes(monkeypatch):
     with_it = _captured(monkeypatch)
-    record_claim("x", "fails", "λ = 1.71", quiet=True)
+    record_claim("sde_model", "fails", "λ = 1.71", quiet=True)
     without = _captured(monkeypatch, without_myst_nb=True)
-    record_claim("x", "fails", "λ = 1.71", quiet=True)
+    record_claim("sde_model", "fails", "λ = 1.71", quiet=True)
     assert with_it == without
 
 
@@ -62,9 +65,9 @@ def test_without_myst_nb_the_output_is_the_one_myst_nb_makes(monkeypatch):
     ("claim_id", "verdict", "number", "named"),
     [
         ("Bad-Id", "holds", "1", "claim_id"),
-        ("x", "holds mostly", "1", "verdict"),
-        ("x", "holds", "", "number"),
-        ("x", "holds", "two\nlines", "number"),
+        ("sde_model", "holds mostly", "1", "verdict"),
+        ("sde_model", "holds", "", "number"),
+        ("sde_model", "holds", "two\nlines", "number"),
     ],
 )
 def test_bad_input_is_refused_by_name(monkeypatch, claim_id, verdict, number, named):
@@ -72,6 +75,28 @@ def test_bad_input_is_refused_by_name(monkeypatch, claim_id, verdict, number, na
     with pytest.raises(ValueError, match=named):
         record_claim(claim_id, verdict, number)
     assert not shown  # nothing glued
+
+
+def test_a_verdict_from_an_undeclared_rule_is_refused(monkeypatch):
+    shown = _captured(monkeypatch)
+    with pytest.raises(KeyError, match="no decision rule 'no_such_claim'"):
+        record_claim("no_such_claim", "holds", "1")
+    with pytest.raises(ValueError, match="declared for the claim 'trapping'"):
+        record_claim("sde_model", "holds", "1", rule="trapping")
+    assert not shown
+
+
+def test_a_rule_revised_after_the_data_needs_and_shows_the_first_verdict(monkeypatch, capsys):
+    shown = _captured(monkeypatch)
+    assert RULES["block_percolation"].revised_after_data
+    with pytest.raises(ValueError, match="first_verdict"):
+        record_claim("block_percolation", "fails", "jumps shrink")
+    with pytest.raises(ValueError, match="never revised"):
+        record_claim("sde_model", "holds", "1", first_verdict="fails")
+    assert not shown
+    record_claim("block_percolation", "fails", "jumps shrink", first_verdict="holds")
+    number = glued_values(_as_notebook(shown))["block_percolation_number"]
+    assert number == "jumps shrink · " + REVISED + "holds"
 
 
 def test_verdict_of():
@@ -108,3 +133,52 @@ def test_verdict_of_all_fails_on_any_failure_and_holds_only_when_every_part_hold
     assert verdict_of_all([]) == "inconclusive at this size"
     with pytest.raises(ValueError, match="verdicts must be among"):
         verdict_of_all(["holds", "true"])
+
+
+# --- the findings box: the tally of the ledger's verdicts ------------------------------------
+
+LEDGER_MD = Path(__file__).resolve().parents[3] / "book" / "ledger.md"
+
+
+def test_every_ledger_claim_is_in_exactly_one_family_of_the_findings():
+    from flowlaws.book.ledger import findings_families, ledger_rows
+
+    text = LEDGER_MD.read_text()
+    rows = [claim for _, claim, _ in ledger_rows(text)]
+    listed = [c for _, ids in findings_families(text) for c in ids]
+    assert len(rows) == len(set(rows)) >= 25
+    assert sorted(listed) == sorted(rows), (
+        f"in no family: {sorted(set(rows) - set(listed))}; "
+        f"no row: {sorted(set(listed) - set(rows))}; twice: "
+        f"{sorted(c for c in set(listed) if listed.count(c) > 1)}")
+    assert {p for p, _, _ in ledger_rows(text)} == {"I", "II"}
+
+
+def test_the_findings_count_what_the_cells_paste():
+    from docutils import nodes
+
+    from flowlaws.book.ledger import _findings_nodes, resolve_verdict, tally
+
+    text = ("# L\n\n```{flowlaws-findings}\nLaws: a_b c_d\nCascades: e_f\n```\n\n"
+            "## One (Part I)\n\n| claim | says | in | verdict | numbers |\n"
+            "| --- | --- | --- | --- | --- |\n"
+            "| `a_b` | x \\| y | I.1 | {glue:text}`01/x.ipynb::a_b_verdict:s` | n |\n"
+            "| `c_d` | x | I.2 | not testable here | why |\n\n## Two (Part II)\n\n"
+            "| `e_f` | x | II.1 | {glue:text}`02/y.ipynb::e_f_verdict:s` | n |\n")
+    glued = {("01/x.ipynb", "a_b_verdict"): "fails", ("02/y.ipynb", "e_f_verdict"): "holds"}
+    assert resolve_verdict("{glue:text}`01/x.ipynb::a_b_verdict:s`",
+                           lambda n, k: glued.get((n, k))) == "fails"
+    assert tally(["holds", "fails", "holds", None]) == {"holds": 2, "fails": 1,
+                                                        "not recorded": 1}
+    (box,), problems = _findings_nodes(text, lambda n, k: glued.get((n, k)), "ledger.html")
+    assert problems == []
+    shown = box.astext()
+    assert "Part I, conservation laws (2 claims): 1 fails 1 not testable here" in shown
+    assert "Part II, percolation dynamics (1 claims): 1 holds" in shown
+    links = [r["refuri"] for r in box.findall(nodes.reference)]
+    assert links == ["ledger.html#claim-a-b", "ledger.html#claim-c-d", "ledger.html#claim-e-f"]
+    badges = [n["classes"] for n in box.findall(nodes.inline)]
+    assert ["flowlaws-verdict", "flowlaws-verdict-fails"] in badges
+    _, problems = _findings_nodes(text.replace("Cascades: e_f", "Cascades: e_f g_h"),
+                                  lambda n, k: None, "")
+    assert problems == ["the findings name 'g_h', which is no row of the ledger"]

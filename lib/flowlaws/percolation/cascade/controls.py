@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flowlaws.book.call_cache import cached_call
+from flowlaws.book.cache import cached_call
 from flowlaws.book.sliders import SliderPoint
 from flowlaws.percolation.cascade.judge import (
     judge_cascade,
@@ -160,7 +160,7 @@ def model_power_size(model: str, N: int, *, spread: float = 0.5, seed: int = 0,
 def control_verdict(model: str, N: int, n_runs: int, *, spread: float = 0.5, seed: int = 0,
                     power_sizes: tuple[int, ...] = (), **judge_kw) -> tuple[dict, dict | None]:
     """``(record, size)``: :func:`judged` on ``n_runs`` runs of ``model`` (:func:`model_runs`),
-    runs and verdict cached on disk (:func:`flowlaws.book.call_cache.cached_call`), and, when
+    runs and verdict cached on disk (:func:`flowlaws.book.cache.calls.cached_call`), and, when
     the verdict is inconclusive with a measured power and ``power_sizes`` are given, the runs at
     which the power reaches 0.8 (``size``, else None). The size search draws fresh runs at every
     size (:func:`model_power_size`), except for the kinematic ring, whose simulation is slow: its

@@ -13,7 +13,7 @@ which the power reaches 0.8, measured by injection
 :func:`family_line` states how many settings were tested with Holm's correction over them, and
 :func:`ledger_texts` gives the claims ledger's two strings, computed from the record.
 
-Records are plain dicts, so :func:`flowlaws.book.call_cache.cached_call` can keep them.
+Records are plain dicts, so :func:`flowlaws.book.cache.calls.cached_call` can keep them.
 
 Explained in: book/02_percolation/08_real_data.ipynb.
 """

@@ -25,11 +25,13 @@ Explained in: book/02_percolation/06_adaptive.ipynb.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import (
     as_betas,
     as_float,
@@ -51,6 +53,7 @@ from flowlaws.percolation.topology.clusters import neuron_vectors
 __all__ = [
     "OPTIMIZERS",
     "stable_noise",
+    "run_generators",
     "truncate",
     "noisy_gradient",
     "AdaptivePath",
@@ -62,7 +65,8 @@ __all__ = [
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
 
-def stable_noise(shape: tuple[int, ...], alpha: float, generator: torch.Generator, *,
+def stable_noise(shape: tuple[int, ...], alpha: float,
+                 generator: torch.Generator | list[torch.Generator], *,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
                  ) -> torch.Tensor:
     """Symmetric α-stable samples (Chambers–Mallows–Stuck), divided by √2.
@@ -73,15 +77,35 @@ def stable_noise(shape: tuple[int, ...], alpha: float, generator: torch.Generato
     """
     if not 0 < alpha <= 2:
         raise ValueError(f"alpha must lie in (0, 2], got {alpha}")
-    kw = {"generator": generator, "dtype": torch.float64, "device": generator.device}
-    u = (torch.rand(shape, **kw) - 0.5) * math.pi
-    w = -torch.log1p(-torch.rand(shape, **kw))
+    u = (_uniform(shape, generator) - 0.5) * math.pi
+    w = -torch.log1p(-_uniform(shape, generator))
     if alpha == 1:
         x = torch.tan(u)
     else:
         x = (torch.sin(alpha * u) / torch.cos(u) ** (1 / alpha)
              * (torch.cos((1 - alpha) * u) / w) ** ((1 - alpha) / alpha))
     return (x / math.sqrt(2.0)).to(dtype=dtype, device=device)
+
+
+def run_generators(seeds: Sequence[int], device: torch.device | str = "cpu"
+                   ) -> list[torch.Generator]:
+    """One generator per run, seeded by ``seeds``: the noise of run ``r`` then depends on
+    ``seeds[r]`` alone, so an ensemble split into chunks of runs
+    (:mod:`flowlaws.common.chunks`) draws the same noise as one batch."""
+    return [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+
+
+def _uniform(shape: tuple[int, ...], generator: torch.Generator | list[torch.Generator]
+             ) -> torch.Tensor:
+    """Float64 ``U(0, 1)`` of ``shape``: from one generator, or row ``r`` from
+    ``generator[r]`` (one per run, :func:`run_generators`)."""
+    if isinstance(generator, torch.Generator):
+        return torch.rand(shape, generator=generator, dtype=torch.float64,
+                          device=generator.device)
+    if len(generator) != shape[0]:
+        raise ValueError(f"{len(generator)} run generators for {shape[0]} runs")
+    return torch.stack([torch.rand(shape[1:], generator=g, dtype=torch.float64,
+                                   device=g.device) for g in generator])
 
 
 def truncate(xi: torch.Tensor, level: float) -> torch.Tensor:
@@ -93,7 +117,7 @@ def truncate(xi: torch.Tensor, level: float) -> torch.Tensor:
 
 def noisy_gradient(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
                    *, batch_size: int | None, alpha: float, truncation: float,
-                   generator: torch.Generator) -> torch.Tensor:
+                   generator: torch.Generator | list[torch.Generator]) -> torch.Tensor:
     """``(R, dim)`` the reweighted gradient ``Σ_n w_n ∇ℓ_n`` of the module docstring.
 
     ``batch_size=None`` gives the exact full-batch gradient ``∇L`` (no noise).
@@ -107,6 +131,7 @@ def noisy_gradient(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y
     return weighted_grad(weights, forward_cache(theta, shape, X, Y), X)
 
 
+@stored_type
 @dataclass
 class AdaptivePath:
     """Recorded joint states: ``steps`` ``(T,)`` int64 step numbers, ``theta``, ``m``, ``v``
@@ -139,7 +164,8 @@ def train_ensemble(
     theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
     optimizer: str = "adam", lr: float, n_steps: int, batch_size: int | None = 4,
     alpha: float = 2.0, truncation: float = math.inf, betas: tuple[float, float] = (0.9, 0.999),
-    eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0, record_every: int = 1,
+    eps: float = 1e-8, weight_decay: float = 0.0, seed: int | Sequence[int] = 0,
+    record_every: int = 1,
     max_abs: float = 1e6, m0: torch.Tensor | None = None, v0: torch.Tensor | None = None,
     progress: str | None = None,
 ) -> AdaptivePath:
@@ -151,7 +177,9 @@ def train_ensemble(
             ``"adamw"`` (decoupled decay ``θ ← θ − lr·wd·θ``).
         batch_size: the equivalent mini-batch size ``B`` of the noise; ``None``: no noise.
         alpha, truncation: tail index of ``ξ`` and its clipping level (module docstring).
-        seed: seeds the noise; the same arguments give the same paths.
+        seed: seeds the noise; the same arguments give the same paths. A list of ``R`` ints:
+            one seed per run (:func:`run_generators`), so run ``r``'s noise depends on
+            ``seed[r]`` alone and a split ensemble draws the same paths.
         progress: a label to show a ``tqdm.auto`` progress bar over the steps (None: no bar).
 
     Settings that cannot train (``batch_size=0``, ``betas`` outside ``[0, 1)``, ``eps ≤ 0``,
@@ -163,7 +191,8 @@ def train_ensemble(
     batch_size, seed = _check_settings(theta0, shape, X, Y, batch_size=batch_size, alpha=alpha,
                                        truncation=truncation, betas=betas, eps=eps,
                                        weight_decay=weight_decay, seed=seed, m0=m0, v0=v0)
-    gen = torch.Generator(device=theta0.device).manual_seed(seed)
+    gen = (torch.Generator(device=theta0.device).manual_seed(seed) if isinstance(seed, int)
+           else run_generators(seed, theta0.device))
     rule = UpdateRule(optimizer, lr, betas=betas, eps=eps, weight_decay=weight_decay)
     zeros = torch.zeros_like(theta0)
     state0 = {"theta": theta0, "m": zeros if m0 is None else m0, "v": zeros if v0 is None else v0}
@@ -183,7 +212,8 @@ def train_ensemble(
 
 def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
                     Y: torch.Tensor, *, batch_size: int | None, alpha: float, truncation: float,
-                    betas: tuple[float, float], eps: float, weight_decay: float, seed: int,
+                    betas: tuple[float, float], eps: float, weight_decay: float,
+                    seed: int | Sequence[int],
                     m0: torch.Tensor | None, v0: torch.Tensor | None) -> tuple[int | None, int]:
     """Refuse what :func:`train_ensemble` cannot train; returns ``batch_size`` and ``seed``."""
     if batch_size is not None:
@@ -202,6 +232,10 @@ def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
             raise ValueError(f"{name} must have theta0's shape {tuple(theta0.shape)}, got {got}")
     if v0 is not None and not bool((v0 >= 0).all()):
         raise ValueError("v0 (second moments) must be non-negative and not NaN")
+    if isinstance(seed, Sequence):
+        if len(seed) != theta0.shape[0]:
+            raise ValueError(f"seed holds {len(seed)} per-run seeds for {theta0.shape[0]} runs")
+        return batch_size, [as_int("seed", s) for s in seed]
     return batch_size, as_int("seed", seed)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import as_float, as_int
 
 __all__ = [
@@ -39,6 +40,7 @@ _ACT = {
 }
 
 
+@stored_type
 @dataclass(frozen=True)
 class TwoLayerShape:
     """Sizes of ``f(x) = U σ(V x)``; a flat state is ``[V.ravel(), U.ravel()]`` per run."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import as_int, check_nonnegative, check_positive
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
@@ -58,6 +59,7 @@ class ImplicitNoise:
 Coefficients = Callable[[torch.Tensor], tuple[torch.Tensor, "torch.Tensor | ImplicitNoise"]]
 
 
+@stored_type
 @dataclass
 class SDEPath:
     """An ensemble of recorded trajectories.

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.percolation.cascade.controls import holm, judged, power_fits
 from flowlaws.percolation.cascade.judge import POWER_TARGET, runs_for_power
 from flowlaws.percolation.cascade.statistic import MIN_GAP
@@ -34,6 +35,7 @@ from flowlaws.percolation.grokking.training import first_step_above
 __all__ = ["Delay", "delay_summary", "align_to_grok", "judge_series"]
 
 
+@stored_type
 @dataclass
 class Delay:
     """``memorised``, ``grokked``, ``ratio`` and ``test_at_memorised`` ``(R,)`` (NaN where a run
@@ -58,6 +60,33 @@ class Delay:
                 f"{rng(self.grokked, '.0f')} ({self.n_grokked} of {self.n_runs} runs); delay "
                 f"ratio {rng(self.ratio, '.1f')}; test accuracy at memorisation "
                 f"{rng(self.test_at_memorised, '.3f')}")
+
+    def verdicts(self, modulus: int, *, share: float = 0.9, factor: float = 5.0,
+                 chance: float = 3.0) -> tuple[str, str]:
+        """``(verdict, first_verdict)`` on "memorises long before it generalises", by the rules
+        declared in ``flowlaws.book.rules`` (``grokking_delayed``).
+
+        Declared rule: "fails" when the median test accuracy at memorisation is not below
+        ``chance / modulus`` or some run generalised less than ``factor`` times later than it
+        memorised; "holds" when at least ``share`` of the runs generalised; else "inconclusive at
+        this size" (a run that has not generalised by the last step is censored: its delay can
+        only be longer). First rule (before the censoring was written, after the stored runs had
+        shown runs that did not generalise): "holds" when at least ``share`` of the runs
+        generalised, the median ratio is at least ``factor`` and accuracy is near chance, else
+        "fails".
+        """
+        if modulus < 2:
+            raise ValueError(f"modulus must be at least 2, got {modulus}")
+        near_chance = bool(np.nanmedian(self.test_at_memorised) < chance / modulus)
+        late = self.ratio[np.isfinite(self.ratio)]
+        decided = self.n_grokked >= share * self.n_runs
+        if not near_chance or bool((late < factor).any()):
+            verdict = "fails"
+        else:
+            verdict = "holds" if decided else "inconclusive at this size"
+        median = float(np.median(late)) if len(late) else float("nan")
+        first = "holds" if decided and median >= factor and near_chance else "fails"
+        return verdict, first
 
 
 def delay_summary(steps: np.ndarray, train_acc: np.ndarray, test_acc: np.ndarray, *,

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from scipy.stats import binomtest, bootstrap
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.ledger import verdict_of_all
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, split_params
 from flowlaws.percolation.dynamics.sgd import sgd_discrete
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 
+@stored_type
 @dataclass
 class SwitchResult:
     """What :func:`task_switch` recorded: ``times`` ``(T,)``, ``states`` ``(T, R, dim)``,
@@ -158,7 +160,8 @@ def switch_counts(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
 
 
 def cause_verdict(splits: dict[tuple[float, int], np.ndarray], *, batch_after: int,
-                  level: float = 0.95, smallest: float = 0.2) -> tuple[str, str]:
+                  level: float = 0.95, smallest: float = 0.2, room: bool = True
+                  ) -> tuple[str, str]:
     """``(verdict, number)`` on "less noise and more curvature split the runs", from
     ``splits[(scale, batch)]`` ``(R,)`` (splits per run after a switch to a teacher of that scale
     trained at that batch size).
@@ -167,19 +170,25 @@ def cause_verdict(splits: dict[tuple[float, int], np.ndarray], *, batch_after: i
     (:func:`fragmentation_verdict`). Less noise: the largest batch against the smallest, judged
     only at scales where under ``1 − smallest`` of the noisier runs split (elsewhere there is no
     room for an effect of ``smallest``). Both must hold (``flowlaws.book.ledger.verdict_of_all``).
+
+    ``room=False``: the first rule of the claim (``flowlaws.book.rules``, written before the
+    room rule, which came after the noise contrast had been seen at every scale): less noise is
+    judged at every scale.
     """
     scales = sorted({s for s, _ in splits})
     b_lo, b_hi = min(b for _, b in splits), max(b for _, b in splits)
     lo_s, hi_s = scales[0], scales[-1]
     low, high = splits[lo_s, batch_after], splits[hi_s, batch_after]
     curvature = fragmentation_verdict(high, low, level=level, smallest=smallest)
-    roomy = [s for s in scales if split_fraction(splits[s, b_lo], level)[0] <= 1 - smallest]
+    roomy = [s for s in scales
+             if not room or split_fraction(splits[s, b_lo], level)[0] <= 1 - smallest]
     noise = {s: fragmentation_verdict(splits[s, b_hi], splits[s, b_lo], level=level,
                                       smallest=smallest) for s in roomy}
     number = (f"curvature x{hi_s:g} - x{lo_s:g}: {difference_text(low, high, level)} "
               f"({curvature}); less noise, batch {b_hi} - {b_lo}: "
               + (", ".join(f"x{s:g} {v}" for s, v in noise.items()) or "no scale with room")
-              + f" (scales where under {1 - smallest:.0%} of the noisier runs split)")
+              + (f" (scales where under {1 - smallest:.0%} of the noisier runs split)" if room
+                 else " (every scale)"))
     return verdict_of_all([curvature, *noise.values()]), number
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from networkx.utils import UnionFind
 
 __all__ = [
+    "block_percolation_verdicts",
     "critical_point",
     "largest_jump",
     "JUMP_SUMMARY_COLUMNS",
@@ -205,3 +206,31 @@ def jump_summary(name: str, config: dict, sweep: dict[str, list[float]]) -> dict
     p_c = critical_point(config["process"], config.get("n", 2), config.get("weighting", "uniform"))
     return {"process": name, "p_c": p_c, "at": sweep["max_at"][-1], "max": span("max_mean", ".3f"),
             "window": span("window_mean", ".4f"), "order": span("order_at_window", ".3f")}
+
+
+def block_percolation_verdicts(sweeps: dict[str, dict[str, list[float]]], *,
+                               window: float = 0.95) -> tuple[str, str, dict[str, list[float]]]:
+    """``(verdict, first_verdict, jumps)`` on "a block process keeps a jump of order one as N
+    grows", from :func:`block_jump_sweep` results by process name (``"Erdős–Rényi"`` is left
+    out: it merges no blocks).
+
+    The declared rule (``flowlaws.book.rules``, ``block_percolation``): a process whose largest
+    jump sits at ``p > window`` at the largest ``N`` (uniform kernels, ``p_c = 1``) is read at
+    ``p ≤ window · p_c`` (``window_mean``), another at its largest jump (``max_mean``); "holds"
+    when some process's jump does not shrink from the smallest ``N`` to the largest, "fails" when
+    every one shrinks. The first rule, before the window was written, read every process at its
+    largest jump anywhere on the axis. ``jumps``: name → the jumps the declared rule read, by N.
+
+    Explained in: book/02_percolation/04_percolation.ipynb.
+    """
+    blocks = {name: s for name, s in sweeps.items() if name != "Erdős–Rényi"}
+    if not blocks:
+        raise ValueError("sweeps holds no block merge process")
+    jumps = {name: s["window_mean"] if s["max_at"][-1] > window else s["max_mean"]
+             for name, s in blocks.items()}
+
+    def verdict(series: list[list[float]]) -> str:
+        return "fails" if all(j[-1] < j[0] for j in series) else "holds"
+
+    return (verdict(list(jumps.values())), verdict([s["max_mean"] for s in blocks.values()]),
+            jumps)

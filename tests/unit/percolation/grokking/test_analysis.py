@@ -51,3 +51,26 @@ def test_judge_series_marks_a_constant_order_parameter_and_corrects_for_the_rest
     assert [r["n_tests"] for r in rows] == [1, 1]  # the constant one is not a test
     assert rows[1]["final"] == ("inconclusive" if rows[1]["verdict"] == "cascade"
                                 and not rows[1]["holm"] else rows[1]["verdict"])
+
+
+def _delay(grok: list[float], at_mem: float = 0.02) -> object:
+    steps = np.arange(0, 1001, 10)
+    runs = len(grok)
+    train = np.where(steps[:, None] >= 100, 1.0, 0.0) * np.ones((1, runs))
+    test = np.full((len(steps), runs), at_mem)
+    for r, g in enumerate(grok):
+        if np.isfinite(g):
+            test[steps >= g, r] = 1.0
+    return delay_summary(steps, train, test)
+
+
+def test_delay_verdicts_censor_runs_that_have_not_generalised_and_keep_the_first_rule():
+    every = _delay([600.0] * 10)  # memorised at 100, generalised at 600: ratio 6
+    assert every.verdicts(97) == ("holds", "holds")
+    censored = _delay([600.0] * 5 + [np.nan] * 5)  # half never generalise by step 1000
+    assert censored.verdicts(97) == ("inconclusive at this size", "fails")
+    early = _delay([600.0] * 9 + [300.0])  # one run generalises 3x later: contradicts
+    assert early.verdicts(97)[0] == "fails"
+    assert _delay([600.0] * 10, at_mem=0.5).verdicts(97) == ("fails", "fails")  # not chance
+    with pytest.raises(ValueError, match="modulus"):
+        every.verdicts(1)

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from flowlaws.book import cache
 from flowlaws.percolation.grokking import training
 from flowlaws.percolation.grokking.training import GrokConfig
 
@@ -119,13 +118,13 @@ def test_a_crash_while_saving_leaves_the_last_checkpoint_valid(tmp_path, monkeyp
             raise KeyboardInterrupt
         real_save(obj, f)
 
-    monkeypatch.setattr(cache.torch, "save", crashing_save)
+    monkeypatch.setattr(torch, "save", crashing_save)
     with pytest.raises(KeyboardInterrupt):
         training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.prev.pt", "checkpoint.pt",
-                                                        "config.json"]
+                                                        "config.json", "train.lock"]
     assert torch.load(folder / "checkpoint.pt", weights_only=True)["step"] == 4
-    monkeypatch.setattr(cache.torch, "save", real_save)
+    monkeypatch.setattr(torch, "save", real_save)
     assert training.train_grokking(cfg, cache_dir=tmp_path, progress=False).resumed_from == 4
 
 
@@ -188,12 +187,13 @@ def test_numpy_scalars_in_the_config_work_and_give_the_same_run(tmp_path):
 
 
 def test_a_diverging_run_raises_naming_runs_step_and_lr_and_is_not_saved(tmp_path):
-    cfg = GrokConfig(**{**TINY, "lr": 3.0, "warmup": 1}, n_steps=40)
+    cfg = GrokConfig(**{**TINY, "lr": 3.0, "warmup": 1, "weight_decay": 0.1}, n_steps=40)
     with pytest.raises(training.GrokDivergenceError, match=r"2 of 2 runs diverged") as info:
         training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     err = info.value
-    assert err.runs == [0, 1] and err.lr == 3.0 and 4 < err.step < 40
-    assert f"with lr=3: run 0 after step {err.steps[0]}, run 1 after step" in str(err)
+    assert err.runs == [0, 1] and err.lr == 3.0 and 0 < err.step < 40  # caught at a finite loss
+    assert "with lr=3 (a train loss NaN" in str(err)
+    assert f"run 0 after step {err.steps[0]}, run 1 after step" in str(err)
     assert "not saved as finished" in str(err)
     ckpt = torch.load(training.run_folder(cfg, "cpu", tmp_path) / "checkpoint.pt",
                       weights_only=True)
@@ -205,7 +205,8 @@ def test_a_diverging_run_raises_naming_runs_step_and_lr_and_is_not_saved(tmp_pat
 
 def test_divergence_is_reported_per_run_with_the_warm_up_lr(tmp_path, monkeypatch):
     # run 1 alone is broken from the start: an infinite unembedding gives a non-finite loss
-    cfg = GrokConfig(**{**TINY, "lr": 1.0, "warmup": 100, "checkpoint_every": 2}, n_steps=6)
+    cfg = GrokConfig(**{**TINY, "lr": 1.0, "warmup": 100, "checkpoint_every": 2,
+                        "weight_decay": 0.5}, n_steps=6)
     real_init = training.init_params
 
     def one_bad_run(c, device="cpu"):

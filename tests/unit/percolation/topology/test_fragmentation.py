@@ -83,6 +83,15 @@ def test_cause_verdict_needs_curvature_and_less_noise_and_skips_scales_without_r
     assert verdict == "fails" and "no scale with room" in number  # no curvature effect at all
 
 
+def test_cause_verdict_under_the_first_rule_judges_less_noise_at_every_scale():
+    every, none, half = [1] * 20, [0] * 20, [1] * 10 + [0] * 10
+    splits = {(0.5, 4): none, (0.5, 64): half, (4.0, 4): every, (4.0, 64): every}
+    assert fragmentation.cause_verdict(splits, batch_after=4)[0] == "holds"
+    verdict, number = fragmentation.cause_verdict(splits, batch_after=4, room=False)
+    # x4: every run splits at both batches, 1.00 - 1.00 lies below the smallest effect
+    assert verdict == "fails" and "x4 fails" in number and "every scale" in number
+
+
 def test_fraction_text_and_switch_counts_summarise_a_switch():
     _, lo, hi = fragmentation.split_fraction([0, 2, 1, 0])
     assert fragmentation.fraction_text([0, 2, 1, 0]) == f"2/4 runs = 0.50 [{lo:.2f}, {hi:.2f}]"

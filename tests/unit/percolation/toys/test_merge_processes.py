@@ -86,3 +86,20 @@ def test_jump_summary_reads_a_sweep_at_its_own_critical_point():
     assert set(row) == set(merge_processes.JUMP_SUMMARY_COLUMNS)
     assert row["p_c"] == pytest.approx(1 / 3) and row["at"] == sweep["max_at"][-1]
     assert row["window"] == f"{sweep['window_mean'][0]:.4f} → {sweep['window_mean'][-1]:.4f}"
+
+
+def test_block_percolation_verdicts_read_the_window_only_for_a_jump_at_the_end():
+    """A uniform kernel whose largest jump stays O(1) at p → 1 but shrinks below 0.95 p_c fails
+    the declared rule and holds under the first one (the whole axis); a size-weighted kernel is
+    read at its largest jump under both."""
+    uniform = {"max_mean": [0.5, 0.5], "max_at": [0.99, 0.999], "window_mean": [0.08, 0.006]}
+    sized = {"max_mean": [0.2, 0.05], "max_at": [0.3, 0.3], "window_mean": [0.2, 0.05]}
+    er = {"max_mean": [0.9, 0.9], "max_at": [0.5, 0.5], "window_mean": [0.9, 0.9]}
+    sweeps = {"uniform n=2": uniform, "size n=2": sized, "Erdős–Rényi": er}
+    verdict, first, jumps = merge_processes.block_percolation_verdicts(sweeps)
+    assert (verdict, first) == ("fails", "holds")
+    assert jumps == {"uniform n=2": [0.08, 0.006], "size n=2": [0.2, 0.05]}
+    still = {"uniform n=2": uniform | {"window_mean": [0.3, 0.4]}}
+    assert merge_processes.block_percolation_verdicts(still)[:2] == ("holds", "holds")
+    with pytest.raises(ValueError, match="no block"):
+        merge_processes.block_percolation_verdicts({"Erdős–Rényi": er})

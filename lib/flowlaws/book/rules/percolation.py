@@ -1,0 +1,169 @@
+"""The decision rules of Part II's claims (percolation dynamics of SGD), declared as data.
+
+``declared`` is the commit that introduced the rule (``git log -S`` on the chapter's
+``record_claim``/``glue`` of the claim, or on the rule's threshold in the library). Three rules
+were written or changed after the data they decide had been seen (issue 24): the window of
+``block_percolation``, the "room" rule of ``fragmentation_causes`` and the censoring rule of
+``grokking_delayed``; each carries its first rule, and its chapter records the verdict under both.
+
+Explained in: book/ledger.md
+"""
+
+from __future__ import annotations
+
+from flowlaws.book.rules.rule import FirstRule, Rule
+
+__all__ = ["PERCOLATION_RULES", "CASCADE_TEST"]
+
+CASCADE_TEST = ("judge_cascade (II.5): run-level null of dealt jumps, comb over four persistent "
+                "peaks, power by injecting λ-cascades, Holm over the chapter's family")
+
+_PER_CHAPTER = "the chapter's parameters (tests/smoke_params.yaml at smoke size)"
+
+PERCOLATION_RULES: tuple[Rule, ...] = (
+    Rule("sde_model",
+         statistic="largest distance of an identical pair and largest |weight| of a dead neuron "
+                   "along SGD and its SDE; the same under isotropic noise",
+         threshold="holds when SGD and the SDE keep them below 1e-9 and exactly 0 and isotropic "
+                   "noise moves both above 1e-3",
+         margin="1e-9 (rounding) and 1e-3 (a control that must leave)",
+         window="the whole run", size="II.1's parameters",
+         reason="an invariant set is kept exactly; the control shows the check can fail",
+         declared="27c3ace"),
+    Rule("trapping",
+         statistic="escape fraction of quartic-potential runs at each noise level ζ",
+         threshold="holds when every fraction is at most the supermartingale bound "
+                   "(θ0/a)^(1 − 2μ/ζ²) plus two binomial standard errors",
+         margin="two standard errors of a fraction of 5 × n_runs runs",
+         window="escape_zetas, up to escape_time", size="5 × n_runs runs per ζ (II.2)",
+         reason="the bound is the seed's mechanism; the runs estimate a probability",
+         declared="27c3ace"),
+    Rule("trapping_sync",
+         statistic="change of the merged fraction of planted identical pairs over the run, mean "
+                   "over networks",
+         threshold="holds when the mean does not fall; fails when it falls by more than two "
+                   "standard errors; inconclusive in between",
+         margin="two standard errors over networks", window="lr_default, n_steps",
+         size="n_nets networks (II.2)", reason="'stay identical' is a merged fraction that "
+                                                "does not fall", declared="27c3ace"),
+    Rule("reeb_merges",
+         statistic="merges and splits per run in the Reeb graph, noisy and quiet phases, at the "
+                   "finest checkpoint resolution",
+         threshold="holds when the noisy phase has more merges than splits and the quiet phase "
+                   "more splits than merges; inconclusive when a phase has no event",
+         margin="none (counts)", window="noisy: step ≤ steps_hot; quiet: after",
+         size="II.3's runs", reason="condense under noise, fragment without it",
+         declared="27c3ace"),
+    Rule("block_percolation",
+         statistic="mean largest one-step jump of C_max/N of each block merge process, at the "
+                   "smallest and the largest N; for a process whose largest jump sits at "
+                   "p > 0.95 (uniform kernels, p_c = 1) the largest jump at p ≤ 0.95 p_c",
+         threshold="holds when some block process's jump does not shrink from the smallest N "
+                   "to the largest; fails when every one shrinks",
+         margin="none (means of n_runs runs)", window="p ≤ 0.95 p_c for uniform kernels; "
+                                                       "the whole axis otherwise",
+         size="II.4's sizes and n_runs",
+         reason="a discontinuity at an interior critical point keeps a jump there; the "
+                "uniform kernel's O(1) jump is its last merges at p = 1, where every "
+                "coalescence ends", declared="6eba601",
+         first=FirstRule(
+             rule="the largest jump anywhere on the axis (max_mean): holds when some block "
+                  "process's largest jump does not shrink with N",
+             declared="8f3ae6d", revised="6eba601",
+             why="the largest jump of uniform merges sits at p → 1, the end of every "
+                 "coalescence, not at an interior critical point",
+             seen="II.4's sweep showed the uniform kernel's largest jump of order one (and at "
+                  "p ≤ 0.95 falling 0.08 → 0.006 from N = 256 to 4096) before the window was "
+                  "written (6eba601's message)")),
+    Rule("dsi_pairwise_lambda2",
+         statistic=CASCADE_TEST + ", on the hierarchical pairwise-merging model",
+         threshold="holds for a cascade with |λ̂ − 2| ≤ 0.15 · 2; fails for 'no cascade' or a "
+                   "cascade farther from 2; inconclusive otherwise",
+         margin="15 % of λ (LAM_TOL)", window="the merged fraction p over [0, 1]",
+         size="ctl_units units, ctl_runs runs, n_null deals, n_power injections (II.5)",
+         reason="15 % was the tolerance asked of a planted λ by the test's calibration",
+         declared="3373c9d"),
+    Rule("dsi_kinematic",
+         statistic=CASCADE_TEST + ", on the kinematic ring",
+         threshold="as dsi_pairwise_lambda2, at λ = 2", margin="15 % of λ (LAM_TOL)",
+         window="the ring's merged fraction", size="kin_units units, kin_runs runs (II.5)",
+         reason="the seed's 'λ ≈ 2'", declared="3373c9d"),
+    Rule("dsi_sgd",
+         statistic=CASCADE_TEST + ", at every (lr, B) of the slider grid over the full ensemble",
+         threshold="holds when some setting is a cascade after Holm's correction; fails when "
+                   "every setting is 'no cascade'; inconclusive otherwise",
+         margin="Holm at α over the grid", window="every recorded SGD step",
+         size="n_runs runs × n_steps steps per setting, slider_null deals, slider_power "
+              "injections (II.5)", reason="a grid of settings is a family of tests",
+         declared="3373c9d"),
+    Rule("adam_cascade",
+         statistic=CASCADE_TEST + ", for Adam and AdamW ensembles at the claimed λ",
+         threshold="holds when both optimisers give a cascade with |λ̂ − λ| ≤ 0.15 λ after "
+                   "Holm; fails when either fails; inconclusive otherwise",
+         margin="15 % of λ (LAM_TOL)", window="every recorded step",
+         size="n_runs runs per optimiser (II.6)", reason="the claim is a conjunction",
+         declared="361f6a7"),
+    Rule("grokking_delayed",
+         statistic="per run: step of memorisation (train acc ≥ 0.99) and of generalisation "
+                   "(test acc ≥ 0.9), their ratio, test accuracy at memorisation",
+         threshold="fails when test accuracy at memorisation is not near chance (median "
+                   "≥ 3/p) or some run generalised less than 5× later than it memorised; holds "
+                   "when at least 90 % of the runs generalised; inconclusive otherwise (a run "
+                   "not generalised by the last step is censored)",
+         margin="5× (ratio), 90 % of runs", window="the stored run's steps",
+         size="n_runs runs of the stored run (II.7)",
+         reason="a censored run's delay is at least its length over its memorisation step, so "
+                "it cannot contradict the claim and cannot confirm it",
+         declared="7ec0347",
+         first=FirstRule(
+             rule="holds when at least 90 % of the runs generalised, the median ratio is at "
+                  "least 5 and test accuracy at memorisation is near chance; fails otherwise",
+             declared="7837fa6", revised="7ec0347",
+             why="a run that has not generalised by the last step was counted against the "
+                 "claim, although its delay can only be longer",
+             seen="the reader preset's stored runs: not every run generalised within the 8,000 "
+                  "steps (7837fa6's chapter text, 19 minutes before the revision)")),
+    Rule("grokking_cascade",
+         statistic=CASCADE_TEST + ", on every order parameter and alignment of II.7",
+         threshold="holds when some test gives a cascade after Holm; fails when every test "
+                   "gives 'no cascade'; inconclusive otherwise",
+         margin="Holm at α over the tests", window="the steps before the test-accuracy jump",
+         size="n_runs runs of the stored run (II.7)", reason="the seed's three-peak cascade",
+         declared="7837fa6"),
+    Rule("heart_lambda171",
+         statistic=CASCADE_TEST + ", on the Heart Disease ensemble at λ = 1.71",
+         threshold="as dsi_pairwise_lambda2 at λ = 1.71, after Holm over the two data sets",
+         margin="15 % of λ (LAM_TOL)", window="every recorded step",
+         size="n_runs runs (II.8)", reason="the seed's λ = 1.71", declared="361f6a7"),
+    Rule("images_cascade",
+         statistic=CASCADE_TEST + ", on the image ensemble at λ = 2.11",
+         threshold="as dsi_pairwise_lambda2 at λ = 2.11, after Holm over the two data sets",
+         margin="15 % of λ (LAM_TOL)", window="every recorded step",
+         size="n_runs runs (II.8)", reason="the seed reports patterns similar to its grokking "
+                                             "cascade", declared="361f6a7"),
+    Rule("fragmentation",
+         statistic="fraction of runs whose merged pairs split after a task switch minus that "
+                   "after a switch to the same task (control), Newcombe interval",
+         threshold="holds when the interval lies above 0; fails when it lies below "
+                   "smallest_effect; inconclusive otherwise",
+         margin="level (95 %) interval; smallest_effect", window="after the switch",
+         size="n_runs runs per case (II.9)", reason="runs are independent binomial trials",
+         declared="6b7725e"),
+    Rule("fragmentation_causes",
+         statistic="split-fraction differences: largest − smallest teacher scale at batch_after "
+                   "(curvature); largest − smallest batch at each scale (less noise)",
+         threshold="each contrast by the fragmentation rule; less noise judged only at scales "
+                   "where under 1 − smallest_effect of the noisier runs split ('room'); holds "
+                   "when every judged contrast holds, fails when one fails",
+         margin="level (95 %) Newcombe intervals; smallest_effect",
+         window="teacher_scales × batch_sizes_after", size="n_runs runs per case (II.9)",
+         reason="where nearly every noisier run splits, less noise has no room to split more",
+         declared="e8a1d8f",
+         first=FirstRule(
+             rule="every contrast by the fragmentation rule at every scale, no room filter",
+             declared="6b7725e", revised="e8a1d8f",
+             why="at scales where nearly all runs split, the noise contrast is bounded near 0 "
+                 "and reads 'fails' whatever noise does",
+             seen="6b7725e's chapter printed the noise contrast at every scale ('less noise "
+                  "splits more runs at k of n scales') before the room rule was written")),
+)
