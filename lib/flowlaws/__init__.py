@@ -42,7 +42,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.conservation.training`
   discrete optimisers that record the laws (I.1, I.5, I.6)
 - :mod:`flowlaws.conservation.discrete`
-  the exact one-step change and the step-size sweeps (I.5)
+  the exact one-step change, the path identity's terms, the step-size sweeps and the four
+  fitted windows of an optimiser (I.5)
 - :mod:`flowlaws.conservation.law_runs`
   a block's laws recorded along training runs, the one-step τ² gap, optimizer sweeps (I.6)
 - :mod:`flowlaws.conservation.deep_laws`
