@@ -20,8 +20,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.conservation``: Part I, conservation laws of gradient flow
 
 - :mod:`flowlaws.conservation.laws`
-  the seed's laws per architecture (balancedness among them), block by block in composite
-  models; orthogonality, drift (I.1–I.6)
+  the seed's laws per architecture (balancedness and the MoE's law groups among them), block by
+  block in composite models; orthogonality, drift (I.1–I.6)
 - :mod:`flowlaws.conservation.flat_params`
   a model as a function of one flat θ: layout, Jacobian, the inputs each model takes (I.1–I.6)
 - :mod:`flowlaws.conservation.lie_count`
@@ -33,8 +33,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.conservation.relu_units`
   dead, linear and active ReLU units; seeds redrawn until none is degenerate (I.2)
 - :mod:`flowlaws.conservation.count_tables`
-  counts against closed forms, one row per model; the seed's MoE laws against the count, gate
-  by gate (I.2–I.4)
+  counts against closed forms, one row per model, and their tally; the feed-forward cases; the
+  seed's MoE laws against the count, gate by gate, the counter-example, the verdicts (I.2–I.4)
 - :mod:`flowlaws.conservation.losses`
   losses of a parameter dict, their gradients, the linear regression set-up (I.1, I.2, I.4–I.6)
 - :mod:`flowlaws.conservation.flow`
@@ -73,7 +73,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 
 - :mod:`flowlaws.percolation.topology.clusters`
   invariant sets, merged groups, pair distances and the order parameter C_max, per run and
-  along a recorded path; how far a path strays from a pair or a dead neuron (II.1–II.9)
+  along a recorded path; how far a path strays from a pair or a dead neuron; distinct merge
+  heights (II.1–II.9)
 - :mod:`flowlaws.percolation.topology.reeb`
   Reeb graphs of merges and splits, their events counted per phase, groups at a time (II.3,
   II.9)
@@ -120,7 +121,7 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.toys.quartic`
   the quartic well: noise makes an invariant set attractive (II.1, II.2)
 - :mod:`flowlaws.percolation.toys.merge_processes`
-  block merges against Erdős–Rényi growth (II.4)
+  block merges against Erdős–Rényi growth, the last jump's closed form (II.4)
 - :mod:`flowlaws.percolation.toys.cascades`
   a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
 

@@ -35,6 +35,8 @@ __all__ = [
     "moe_counterexample",
     "moe_verdict",
     "moe_counts_text",
+    "feedforward_cases",
+    "tally",
 ]
 
 
@@ -211,4 +213,36 @@ def moe_counts_text(rows: dict[tuple[str, int | None], dict],
     Explained in: book/01_conservation/04_moe.ipynb
     """
     return ", ".join(f"{g} top-{k or 'all'}: {rows[g, k]['n_laws']}" for g, k in gatings)
+
+
+def feedforward_cases(sizes: Sequence[tuple[int, int, int]], inputs_per_param: int, seed: int
+                      ) -> list[tuple[str, str, nn.Module, Tensor]]:
+    """The cases of :func:`count_table` for the feed-forward chapter: at every ``(a, r, b)`` of
+    ``sizes`` (inputs, width, outputs) a ReLU, GELU and SiLU :class:`TwoLayer` and a
+    :class:`SwiGLU`, float64, each with ``inputs_per_param × D`` random inputs
+    (:func:`~flowlaws.conservation.laws.random_inputs`, ``seed``).
+
+    Explained in: book/01_conservation/02_feedforward.ipynb
+    """
+    cases = []
+    for a, r, b in sizes:
+        for name, net in [("ReLU", TwoLayer(a, r, b, "relu")), ("GELU", TwoLayer(a, r, b, "gelu")),
+                          ("SiLU", TwoLayer(a, r, b, "silu")), ("SwiGLU", SwiGLU(a, r, b))]:
+            n = inputs_per_param * sum(p.numel() for p in net.parameters())
+            cases.append((name, f"({a},{r},{b})", net.double(), random_inputs(net, n, seed=seed)))
+    return cases
+
+
+def tally(rows: list[dict], model: str) -> tuple[bool, bool, str]:
+    """For the rows of :func:`count_table` of one ``model``: whether every count agrees with
+    its closed form, whether every count is certified, and ``"agreeing/all"``.
+
+    Explained in: book/01_conservation/03_attention.ipynb
+    """
+    mine = [r for r in rows if r["model"] == model]
+    if not mine:
+        models = sorted({r['model'] for r in rows})
+        raise ValueError(f"no row of model {model!r} (models: {models})")
+    agree = sum(r["agrees"] for r in mine)
+    return agree == len(mine), all(r["certified"] for r in mine), f"{agree}/{len(mine)}"
 

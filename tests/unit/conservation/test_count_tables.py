@@ -91,3 +91,18 @@ def test_moe_verdict_and_counts_text_read_the_rows() -> None:
     assert count_tables.moe_verdict(rows, [("sigmoid", None)]) == verdict_of(True, False)
     text = count_tables.moe_counts_text(rows, [("softmax", None), ("softmax", 2)])
     assert text == "softmax top-all: 12, softmax top-2: 15"
+
+
+def test_feedforward_cases_and_tally() -> None:
+    cases = count_tables.feedforward_cases([(2, 3, 1)], 2, seed=0)
+    assert [c[0] for c in cases] == ["ReLU", "GELU", "SiLU", "SwiGLU"]
+    for _, size, net, X in cases:
+        D = sum(p.numel() for p in net.parameters())
+        assert size == "(2,3,1)" and X.shape[0] == 2 * D and X.dtype == torch.float64
+    rows = [{"model": "a", "agrees": True, "certified": True},
+            {"model": "a", "agrees": False, "certified": True},
+            {"model": "b", "agrees": True, "certified": False}]
+    assert count_tables.tally(rows, "a") == (False, True, "1/2")
+    assert count_tables.tally(rows, "b") == (True, False, "1/1")
+    with pytest.raises(ValueError, match="no row of model 'c'"):
+        count_tables.tally(rows, "c")

@@ -55,6 +55,7 @@ __all__ = [
     "mean_over_finite",
     "partition_with_dead",
     "merge_heights",
+    "n_distinct",
     "pair_distances",
     "cmax_curves",
     "pair_and_dead_along",
@@ -334,4 +335,16 @@ def pair_and_dead_along(states: torch.Tensor, shape: TwoLayerShape, pair: tuple[
     d = relative_distance(V, U)[:, pair[0], pair[1]].reshape(states.shape[:2])
     norm = torch.cat([V[:, dead], U[:, :, dead]], 1).norm(dim=1).reshape(states.shape[:2])
     return d.amax(1).cpu().numpy(), norm.amax(1).cpu().numpy()
+
+
+def n_distinct(values: np.ndarray, rtol: float = 1e-4) -> int:
+    """The number of distinct values in ``values`` ``(n,)`` (merge heights, say): sorted, two
+    neighbours are distinct when they differ by more than ``rtol`` times the largest value.
+
+    Explained in: book/02_percolation/04_percolation.ipynb
+    """
+    v = np.sort(np.asarray(values))
+    if v.size == 0:
+        raise ValueError("values is empty: nothing to count")
+    return 1 + int(np.sum(np.diff(v) > rtol * v[-1]))
 

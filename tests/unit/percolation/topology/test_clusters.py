@@ -190,3 +190,10 @@ def test_pair_and_dead_along_is_zero_on_the_invariant_sets_only():
     pair, dead = clusters.pair_and_dead_along(torch.stack([theta, moved]), shape)
     assert pair.shape == (2,) and pair[0] == 0 and pair[1] > 0.05
     np.testing.assert_allclose(dead, [0.0, 0.25])
+
+
+def test_n_distinct_counts_values_apart_by_more_than_rtol():
+    assert clusters.n_distinct(np.array([1.0, 1.00001, 2.0, 0.5])) == 3
+    assert clusters.n_distinct(np.array([1.0, 1.00001]), rtol=1e-6) == 2
+    with pytest.raises(ValueError, match="empty"):
+        clusters.n_distinct(np.array([]))
