@@ -14,6 +14,9 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the update rules of SGD, heavy ball, Adam, AdamW, written once (I.5, II.6, II.7)
 - :mod:`flowlaws.common.fits`
   power-law fits with standard errors (I.5, I.6, II.4)
+- :mod:`flowlaws.common.chunks`
+  ensembles and sweeps in chunks of runs, here or on a Dask cluster, cached and resumable
+  (II.5, II.8, full presets)
 - :mod:`flowlaws.common.checks`
   argument checks that name the argument (everywhere)
 
@@ -66,6 +69,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   fractions, the SGD order parameter, SGD against its SDE (II.1–II.5, II.9)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
+- :mod:`flowlaws.percolation.dynamics.seeded`
+  chunks of ensembles seeded run by run, for Dask and the full presets (II.5, II.8)
 - :mod:`flowlaws.percolation.dynamics.adam_runs`
   II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
 
@@ -95,6 +100,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the test's false-positive rate on staircases and its power on planted cascades (II.5)
 - :mod:`flowlaws.percolation.cascade.controls`
   the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
+- :mod:`flowlaws.percolation.cascade.search`
+  the search for an SGD setting with a real cascade, declared before it ran (II.5)
 - :mod:`flowlaws.percolation.cascade.verdicts`
   a trained ensemble judged, the seed's surrogate test beside it, power size, ledger (II.6, II.8)
 

@@ -16,7 +16,7 @@ they run. :func:`run_chunked` splits the seeds into chunks of ``chunk_size``, an
 - **caches** every finished chunk on this machine as soon as it arrives
   (:func:`flowlaws.book.cache.store_or_load`, atomic writes), keyed by ``fn`` (for a library
   function its name and the library's fingerprint, as
-  :func:`flowlaws.book.call_cache.call_key`), the chunk's seeds and ``params``: a sweep that
+  :func:`flowlaws.book.cache.calls.call_key`), the chunk's seeds and ``params``: a sweep that
   was interrupted resumes where it stopped, computing only the chunks not yet stored;
 - **shows** the chunks done with a progress bar (:func:`flowlaws.book.progress.bar`).
 
@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from flowlaws.book import cache as _cache
-from flowlaws.book.call_cache import call_key
+from flowlaws.book.cache.calls import call_key
+from flowlaws.book.cache.store import cache_dir as default_cache_dir
+from flowlaws.book.cache.store import store_or_load
 from flowlaws.book.progress import bar
 
 __all__ = [
@@ -142,14 +143,14 @@ def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | Non
     """
     params = dict(params or {})
     chunks = split_seeds(seeds, chunk_size)
-    folder = Path(cache_dir).expanduser() if cache_dir is not None else _cache.cache_dir()
+    folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     stems = [chunk_stem(fn, c, params) for c in chunks] if cache else [None] * len(chunks)
     results: list[Any] = [None] * len(chunks)
     todo = []
     for i, stem in enumerate(stems):
         if stem is not None and _stored(folder / f"{stem}.pt"):
             # loads; an unreadable entry is recomputed here, with a warning naming it
-            results[i] = _cache.store_or_load(stem, lambda c=chunks[i]: fn(c, **params),
+            results[i] = store_or_load(stem, lambda c=chunks[i]: fn(c, **params),
                                               folder, name=stem)
         else:
             todo.append(i)
@@ -158,7 +159,7 @@ def run_chunked(fn: Callable[..., Any], seeds: Sequence[int], params: dict | Non
 
     def finish(i: int, result: Any) -> None:
         results[i] = (result if stems[i] is None else
-                      _cache.store_or_load(stems[i], lambda: result, folder, name=stems[i]))
+                      store_or_load(stems[i], lambda: result, folder, name=stems[i]))
         shown.update(1)
 
     dask_client, cluster, where = _client(scheduler, workers, client) if todo else (

@@ -22,9 +22,10 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from flowlaws.percolation.dynamics.adaptive import cmax_curves, train_ensemble
+from flowlaws.percolation.dynamics.adaptive import train_ensemble
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, ensemble_forward, ensemble_init
-from flowlaws.percolation.dynamics.sgd import planted_pairs, teacher_data
+from flowlaws.percolation.topology.clusters import cmax_curves
+from flowlaws.percolation.toys.planted import planted_pairs, teacher_data
 
 __all__ = ["DATA_SETS", "INITS", "noise_seed", "one_thread", "data_set", "data_ensemble_chunk",
            "teacher_ensemble_chunk"]
@@ -119,10 +120,10 @@ def teacher_ensemble_chunk(seeds: Sequence[int], *, init: str = "pairs", n_in: i
                            n_steps: int = 4000, record_every: int = 4, data_seed: int = 0
                            ) -> dict:
     """Students on teacher data, run by run: ``n_data`` inputs of a ``n_teacher``-neuron tanh
-    teacher with ``label_noise`` (:func:`flowlaws.percolation.dynamics.sgd.teacher_data`,
+    teacher with ``label_noise`` (:func:`flowlaws.percolation.toys.planted.teacher_data`,
     ``data_seed``), students of ``width`` tanh neurons. ``init="pairs"``: neuron
     ``i + width/2`` starts as a copy of neuron ``i`` up to ``rel_noise``
-    (:func:`~flowlaws.percolation.dynamics.sgd.planted_pairs`), so pairs can merge, and merged
+    (:func:`~flowlaws.percolation.toys.planted.planted_pairs`), so pairs can merge, and merged
     pairs again, over generations; ``init="small"``: independent neurons at scale
     ``init_scale`` (``ensemble_init``), which condense as they grow."""
     if init not in INITS:
