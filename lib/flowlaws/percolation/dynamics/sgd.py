@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import as_int, check_positive
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
@@ -60,6 +61,7 @@ __all__ = [
 ]
 
 
+@stored_type
 @dataclass
 class SGDPath:
     """An SGD ensemble recorded every few steps.
@@ -284,6 +286,7 @@ def start_curves(sweep: dict[str, torch.Tensor], k: int, starts: list[str], n_pe
     return out
 
 
+@stored_type
 @dataclass(frozen=True)
 class SGDPhase:
     """One phase of :func:`sgd_phases`: its step size, mini-batch size and number of steps."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -133,3 +135,18 @@ def test_sgd_against_sde_runs_the_three_paths_to_the_same_time():
     torch.testing.assert_close(out["losses"]["SGD"][-1],
                                ensemble.ensemble_loss(sgd_run.final, SHAPE, X, Y))
     assert all(L.shape == (5, 4) for L in out["losses"].values())
+
+
+def test_an_sgd_path_is_cached_and_read_back(tmp_path, monkeypatch):
+    from flowlaws.book.cache import cached_call
+
+    monkeypatch.setenv("FLOWLAWS_CACHE", str(tmp_path))
+    X, Y = planted.teacher_data(16, 3, 1, label_noise=0.3, seed=0)
+    theta0 = ensemble.ensemble_init(SHAPE, 2, seed=1, dtype=torch.float32)
+    phases = [sgd.SGDPhase(0.1, 2, 4), sgd.SGDPhase(0.05, 4, 4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a result that cannot be stored warns
+        first = cached_call(sgd.sgd_phases, theta0, SHAPE, X, Y, phases, record_every=2)
+        again = cached_call(sgd.sgd_phases, theta0, SHAPE, X, Y, phases, record_every=2)
+    assert isinstance(again, sgd.SGDPath) and torch.equal(first.states, again.states)
+    assert again.steps.tolist() == [0, 2, 4, 6, 8] and list(tmp_path.iterdir())
