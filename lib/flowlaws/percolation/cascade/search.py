@@ -11,8 +11,9 @@ steps is the order parameter, as in II.5.
 
 **Decision rule.** Each setting's ``n_runs`` runs (seeds :func:`flowlaws.common.chunks.run_seeds`
 ``(discovery_seed, n_runs)``) are judged by the book's cascade test at the declared
-configuration (:attr:`SGDSearch.judge`, :func:`flowlaws.percolation.cascade.controls.judged`:
-its permutation p-value, persistent peaks and injection power at λ = 2). A setting is *found*
+configuration (:attr:`SGDSearch.config`, :func:`flowlaws.percolation.cascade.judge.judge_cascade`:
+its permutation p-value, persistent peaks, geometric spacing and injection power at λ = 2; the
+geometry rule of issue 24 was added after this search was declared). A setting is *found*
 when its verdict is "cascade" and its p-value is rejected by Holm's procedure at ``alpha`` over
 all searched settings.
 
@@ -26,12 +27,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace as replace_fields
 
 import numpy as np
 
 from flowlaws.book.sliders import SliderPoint
 from flowlaws.common.chunks import concat_runs, run_chunked, run_seeds
-from flowlaws.percolation.cascade.controls import cascade_point, holm, judged
+from flowlaws.percolation.cascade.config import CascadeConfig
+from flowlaws.percolation.cascade.judge import judge_cascade
+from flowlaws.percolation.cascade.slider import cascade_point
+from flowlaws.percolation.cascade.stats import holm
 from flowlaws.percolation.dynamics.seeded import teacher_ensemble_chunk
 
 __all__ = ["SGDSearch", "SGD_SEARCH", "SMOKE_SEARCH", "search_settings", "run_setting",
@@ -42,8 +47,8 @@ __all__ = ["SGDSearch", "SGD_SEARCH", "SMOKE_SEARCH", "search_settings", "run_se
 class SGDSearch:
     """A declared search: the grid (``grid``: name → values, crossed), the fixed arguments of
     the chunk function (``fixed``), the runs per setting, the seeds, the test's configuration
-    (``judge``: keyword arguments of :func:`~flowlaws.percolation.cascade.controls.judged`)
-    and its level ``alpha``. ``cpu_budget_s``: the declared CPU time for the whole search."""
+    (``config``: the :class:`~flowlaws.percolation.cascade.config.CascadeConfig`) and its level
+    ``alpha`` (``config.alpha``). ``cpu_budget_s``: the declared CPU time for the whole search."""
 
     grid: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)
@@ -51,7 +56,7 @@ class SGDSearch:
     chunk_size: int = 32
     discovery_seed: int = 0
     replication_seed: int = 1
-    judge: dict = field(default_factory=dict)
+    config: CascadeConfig = field(default_factory=CascadeConfig)
     alpha: float = 0.05
     cpu_budget_s: float = 1800.0
 
@@ -62,7 +67,7 @@ SGD_SEARCH = SGDSearch(
            "init_scale": 0.1, "batch_size": 2, "n_steps": 4000, "record_every": 16,
            "data_seed": 0},
     n_runs=128, chunk_size=32, discovery_seed=0, replication_seed=1,
-    judge={"lam": 2.0, "n_null": 199, "n_power": 40, "n_boot": 100, "seed": 0},
+    config=CascadeConfig(lam_claimed=2.0, n_null=199, n_power=40, n_boot=100, seed=0, sizes=()),
     alpha=0.05, cpu_budget_s=1800.0,
 )
 """The search of issue 25, declared before it ran (commit message says so): 24 settings,
@@ -72,7 +77,7 @@ SGD_SEARCH = SGDSearch(
 SMOKE_SEARCH = replace(SGD_SEARCH, grid={"init": ["pairs"], "width": [4], "lr": [0.1, 0.2]},
                        fixed=SGD_SEARCH.fixed | {"n_steps": 160, "record_every": 2},
                        n_runs=8, chunk_size=4,
-                       judge={"lam": 2.0, "n_null": 19, "n_power": 4, "n_boot": 10, "seed": 0})
+                       config=CascadeConfig(n_null=19, n_power=0, n_boot=10, seed=0, sizes=()))
 """The same code path at a size the unit tests run in seconds (decides nothing)."""
 
 
@@ -85,18 +90,20 @@ def search_settings(search: SGDSearch = SGD_SEARCH) -> list[dict]:
 
 def run_setting(setting: dict, search: SGDSearch, seed: int, **where) -> dict:
     """The judged record of one setting on ``search.n_runs`` runs from ``seed``
-    (:func:`~flowlaws.percolation.cascade.controls.judged`, plus ``setting``, ``seed``, the
-    mean final ``C_max`` and the chunk report). ``where``: ``workers``, ``scheduler``,
+    (the :class:`~flowlaws.percolation.cascade.judge.CascadeVerdict` as ``result``, its
+    scalars, ``x``, plus ``setting``, ``seed``, the mean final ``C_max`` and the chunk
+    report). ``where``: ``workers``, ``scheduler``,
     ``client``, ``cache_dir``, ``progress`` of :func:`flowlaws.common.chunks.run_chunked`."""
     chunks, report = run_chunked(teacher_ensemble_chunk, run_seeds(seed, search.n_runs),
                                  search.fixed | setting, chunk_size=search.chunk_size, **where)
     runs = concat_runs(chunks)
     C, steps = runs["C"], np.asarray(runs["steps"], dtype=float)
-    rec = judged(C, steps, alpha=search.alpha, **search.judge)
+    v = judge_cascade(C, steps, search.config.replace(alpha=search.alpha))
     finite = C[np.isfinite(C).all(axis=1)]
-    return rec | {"setting": dict(setting), "seed": seed,
-                  "C_end": float(finite[:, -1].mean()) if len(finite) else float("nan"),
-                  "chunks": asdict(report)}
+    return v.row() | {
+        "result": v, "x": [float(q) for q in v.x], "setting": dict(setting), "seed": seed,
+        "C_end": float(finite[:, -1].mean()) if len(finite) else float("nan"),
+        "chunks": asdict(report)}
 
 
 def run_search(search: SGDSearch = SGD_SEARCH, **where) -> dict:
@@ -136,13 +143,14 @@ def search_text(result: dict) -> str:
     lines = [
         f"SGD search: {len(rows)} settings ({grid}), {s['n_runs']} runs each of "
         f"{s['fixed']['n_steps']:,} steps ({rows[0]['n_points']} points of C_max), judged at "
-        f"λ = {s['judge']['lam']:g}, α = {s['alpha']:g} with Holm over the {len(rows)}.",
+        f"λ = {s['config']['lam_claimed']:g}, α = {s['alpha']:g} with Holm over the "
+        f"{len(rows)}.",
         f"Verdicts: {counts}; {sum(result['rejected'])} p-values rejected after Holm; "
         f"{len(result['found'])} setting(s) found, {len(result['replicated'])} replicated on "
         "fresh seeds.",
     ]
     if len(measured):
-        lines.append(f"Injection power at λ = {s['judge']['lam']:g}: median "
+        lines.append(f"Injection power at λ = {s['config']['lam_claimed']:g}: median "
                      f"{np.median(measured):.2f} (range {measured.min():.2f}–"
                      f"{measured.max():.2f}); ≥ 0.8 in {int(np.sum(measured >= 0.8))} of "
                      f"{len(rows)} settings.")
@@ -158,5 +166,6 @@ def search_point(rec: dict) -> SliderPoint:
     :func:`run_setting`): ``R`` over the steps, the verdict, λ̂ ± its error, p and power as
     caption, and the persistent peaks marked only where the verdict is "cascade" (elsewhere a
     peak mark would read as evidence)."""
-    shown = rec if rec["verdict"] == "cascade" else rec | {"peaks": []}
-    return cascade_point(shown, prefix=f"lr = {rec['setting']['lr']:g}: ")
+    v = replace_fields(rec["result"], verdict=rec["verdict"],
+                       peaks=tuple(float(q) for q in rec["peaks"]))
+    return cascade_point(v, prefix=f"lr = {rec['setting']['lr']:g}: ")

@@ -14,7 +14,7 @@ from flowlaws.percolation.cascade.search import (
 
 
 def test_the_declared_search_has_enough_points_for_power_and_the_declared_grid():
-    from flowlaws.percolation.cascade.judge import min_points_for_power
+    from flowlaws.percolation.cascade.detect import min_points_for_power
 
     fixed = SGD_SEARCH.fixed
     assert fixed["n_steps"] // fixed["record_every"] + 1 >= min_points_for_power(2.0)
