@@ -6,7 +6,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.common``: shared by both parts (imports neither part)
 
 - :mod:`flowlaws.common.models`
-  the models as ``nn.Module`` s: two-layer, deep, SwiGLU, attention, MoE (I.1–I.6, II.1)
+  the models as ``nn.Module`` s: two-layer, deep, SwiGLU, attention, MoE, I.6's character
+  language model and image classifier (I.1–I.6, II.1)
 - :mod:`flowlaws.common.transformer`
   a causal Transformer of residual RoPE-attention and SwiGLU blocks, without norm gains (I.6)
 - :mod:`flowlaws.common.optim`
@@ -23,8 +24,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.conservation``: Part I, conservation laws of gradient flow
 
 - :mod:`flowlaws.conservation.laws`
-  the seed's laws per architecture (balancedness among them), block by block in composite
-  models; orthogonality, drift (I.1–I.6)
+  the seed's laws per architecture (balancedness and the MoE's law groups among them), block by
+  block in composite models; orthogonality, drift (I.1–I.6)
 - :mod:`flowlaws.conservation.flat_params`
   a model as a function of one flat θ: layout, Jacobian, the inputs each model takes (I.1–I.6)
 - :mod:`flowlaws.conservation.lie_count`
@@ -36,8 +37,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.conservation.relu_units`
   dead, linear and active ReLU units; seeds redrawn until none is degenerate (I.2)
 - :mod:`flowlaws.conservation.count_tables`
-  counts against closed forms, one row per model; the seed's MoE laws against the count, gate
-  by gate (I.2–I.4)
+  counts against closed forms, one row per model, and their tally; the feed-forward cases; the
+  seed's MoE laws against the count, gate by gate, the counter-example, the verdicts (I.2–I.4)
 - :mod:`flowlaws.conservation.losses`
   losses of a parameter dict, their gradients, the linear regression set-up (I.1, I.2, I.4–I.6)
 - :mod:`flowlaws.conservation.flow`
@@ -45,13 +46,14 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.conservation.training`
   discrete optimisers that record the laws (I.1, I.5, I.6)
 - :mod:`flowlaws.conservation.discrete`
-  the exact one-step change and the step-size sweeps (I.5)
-- :mod:`flowlaws.conservation.real_data`
-  laws in a language model and an image classifier (I.6)
+  the exact one-step change, the path identity's terms, the step-size sweeps and the four
+  fitted windows of an optimiser (I.5)
+- :mod:`flowlaws.conservation.law_runs`
+  a block's laws recorded along training runs, the one-step τ² gap, optimizer sweeps (I.6)
 - :mod:`flowlaws.conservation.deep_laws`
   every block of a deep model: relative rates under the flow, the one-step τ² change (I.6)
 - :mod:`flowlaws.conservation.figures`
-  Part I's figures (I.1–I.5)
+  Part I's figures (I.1–I.6)
 
 ``flowlaws.percolation``: Part II, percolation dynamics of SGD, in five rooms
 
@@ -62,10 +64,10 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.dynamics.loop`
   the one loop that advances an ensemble, divergence included (II.1–II.9)
 - :mod:`flowlaws.percolation.dynamics.sde`
-  Euler–Maruyama, SGD read as an SDE (II.1, II.2)
+  Euler–Maruyama, SGD read as an SDE, an isotropic-noise control (II.1, II.2)
 - :mod:`flowlaws.percolation.dynamics.sgd`
-  plain ensemble SGD, a loop over steps; lr sweeps, the SGD order parameter, SGD against its
-  SDE (II.1–II.5, II.9)
+  plain ensemble SGD, a loop over steps, in phases; lr sweeps and their merged and dead
+  fractions, the SGD order parameter, SGD against its SDE (II.1–II.5, II.9)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
 - :mod:`flowlaws.percolation.dynamics.adam_runs`
@@ -77,11 +79,13 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 
 - :mod:`flowlaws.percolation.topology.clusters`
   invariant sets, merged groups, pair distances and the order parameter C_max, per run and
-  along a recorded path (II.2–II.9)
+  along a recorded path; how far a path strays from a pair or a dead neuron; distinct merge
+  heights (II.1–II.9)
 - :mod:`flowlaws.percolation.topology.reeb`
-  Reeb graphs of merges and splits (II.3, II.9)
+  Reeb graphs of merges and splits, their events counted per phase, groups at a time (II.3,
+  II.9)
 - :mod:`flowlaws.percolation.topology.fragmentation`
-  merged neurons that split after a task switch (II.9)
+  merged neurons that split after a task switch, its counts and texts (II.9)
 
 ``flowlaws.percolation.cascade``: the cascade test: variance peaks, null, statistic, verdicts
 
@@ -132,12 +136,12 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.percolation.toys``: toy models with known answers
 
 - :mod:`flowlaws.percolation.toys.planted`
-  teacher data, the cyclic problem, starts near the permutation set: planted pairs, merged
-  ensembles (II.1–II.4, II.6, II.9)
+  teacher data and targets, the cyclic problem, starts near the permutation set: planted pairs,
+  merged ensembles (II.1–II.4, II.6, II.9)
 - :mod:`flowlaws.percolation.toys.quartic`
   the quartic well: noise makes an invariant set attractive (II.1, II.2)
 - :mod:`flowlaws.percolation.toys.merge_processes`
-  block merges against Erdős–Rényi growth (II.4)
+  block merges against Erdős–Rényi growth, the last jump's closed form (II.4)
 - :mod:`flowlaws.percolation.toys.cascades`
   a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
 - :mod:`flowlaws.percolation.toys.level_nulls`
@@ -151,9 +155,9 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.data``: data that ships, and readers for files you give
 
 - :mod:`flowlaws.data.text`
-  Shakespeare, WikiText, Penn Treebank (I.6)
+  Shakespeare, WikiText, Penn Treebank, and ``load_text``, the one call for any of them (I.6)
 - :mod:`flowlaws.data.images`
-  digits, CIFAR-10, MNIST / Fashion-MNIST, image folders (I.6, II.8)
+  digits, CIFAR-10, MNIST / Fashion-MNIST, image folders, and ``load_images`` (I.6, II.8)
 - :mod:`flowlaws.data.tabular`
   CSV tables: the UCI Heart Disease data that ships (II.8)
 - :mod:`flowlaws.data.files`

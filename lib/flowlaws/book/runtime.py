@@ -43,9 +43,9 @@ def _load() -> float | None:
         return None
 
 
-def pin_threads(n: int = 1) -> int:
-    """Set torch's intra-op threads to ``n`` for the rest of the process; return the previous
-    count (so a caller can restore it).
+def pin_threads(n: int = 1) -> None:
+    """Set torch's intra-op threads to ``n`` for the rest of the process (returns nothing, so
+    a setup cell that ends with it displays nothing).
 
     The book's tensors are small (a few thousand numbers): on a shared two-core CPU one thread
     is much faster than two, so every chapter calls ``pin_threads(1)`` in its setup cell (II.7,
@@ -55,9 +55,7 @@ def pin_threads(n: int = 1) -> int:
     """
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n must be a positive int (threads), got {n!r}")
-    before = torch.get_num_threads()
     torch.set_num_threads(n)
-    return before
 
 
 @contextmanager
@@ -70,7 +68,8 @@ def one_thread() -> Iterator[None]:
 
     Explained in: book/01_conservation/01_gradient_flow.ipynb
     """
-    before = pin_threads(1)
+    before = torch.get_num_threads()
+    pin_threads(1)
     try:
         yield
     finally:

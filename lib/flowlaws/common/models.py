@@ -11,7 +11,8 @@ attention kernel), so that :mod:`torch.func`'s forward-mode ``jvp`` works throug
 Explained in: book/01_conservation/01_gradient_flow.ipynb (TwoLayer),
 book/01_conservation/02_feedforward.ipynb (Deep, SwiGLU),
 book/01_conservation/03_attention.ipynb (MultiHeadAttention),
-book/01_conservation/04_moe.ipynb (MoE).
+book/01_conservation/04_moe.ipynb (MoE), book/01_conservation/06_real_data.ipynb (CharLM,
+image_classifier).
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ __all__ = [
     "rotary",
     "MultiHeadAttention",
     "MoE",
+    "CharLM",
+    "image_classifier",
 ]
 
 
@@ -321,3 +324,41 @@ class MoE(nn.Module):
         _check_input(x, (self.d_model,), "(batch, d_model)")
         outputs = torch.stack([expert(x) for expert in self.experts], dim=-2)
         return torch.einsum("be,beo->bo", self.gates(x), outputs)
+
+
+class CharLM(nn.Module):
+    """``ids ↦ readout(x + attn(x))`` with ``x = embed(ids)``: one causal RoPE attention layer.
+
+    Shapes: ``embed.weight`` is ``(vocab_size, d_model)``, ``attn`` a causal
+    :class:`~flowlaws.common.models.MultiHeadAttention` with ``pe="rope"`` (``d_k`` even),
+    ``readout.weight`` is ``(vocab_size, d_model)``; input ``(batch, tokens)`` int64 ids,
+    output ``(batch, tokens, vocab_size)`` logits of the next character. The residual
+    ``x +`` lets the model learn bigrams before attention has learnt anything; it holds no
+    parameter, so the attention's laws are unchanged.
+
+    Explained in: book/01_conservation/06_real_data.ipynb
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, heads: int, d_k: int, d_v: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.attn = MultiHeadAttention(d_model, heads, d_k, d_v, pe="rope", causal=True)
+        self.readout = nn.Linear(d_model, vocab_size, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        return self.readout(x + self.attn(x))
+
+
+def image_classifier(n_in: int, width: int, n_classes: int, experts: int = 0) -> nn.Module:
+    """A classifier of flattened images: :class:`SwiGLU` ``(n_in, width, n_classes)``, or with
+    ``experts > 0`` a softmax :class:`MoE` of that many SwiGLU experts of ``width`` units.
+
+    Input ``(batch, n_in)``, output ``(batch, n_classes)`` logits.
+    Explained in: book/01_conservation/06_real_data.ipynb
+    """
+    if experts < 0:
+        raise ValueError(f"experts must be >= 0 (0: a plain SwiGLU), got {experts}")
+    if experts == 0:
+        return SwiGLU(n_in, width, n_classes)
+    return MoE(n_in, experts, width, n_classes)

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import jacrev
 
+from flowlaws.book.ledger import verdict_of
 from flowlaws.book.progress import track
 from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLayer
 from flowlaws.conservation.flat_params import model_layout
@@ -31,6 +32,11 @@ __all__ = [
     "closed_form",
     "count_table",
     "moe_claims_vs_count",
+    "moe_counterexample",
+    "moe_verdict",
+    "moe_counts_text",
+    "feedforward_cases",
+    "tally",
 ]
 
 
@@ -170,3 +176,73 @@ def moe_claims_vs_count(
             }
         )
     return rows
+
+
+def moe_counterexample(gate: str) -> MoE:
+    """The smallest MoE on which the seed's gate claim ``Σ_e W_e`` can fail: one input, two
+    experts of one unit, gate weights ``W = [[1], [0]]``, every expert weight 1 but expert 2's
+    output weight −1; float64. At ``x = 1``, ``y = 0`` the sum of the gate vectors is
+    conserved under a softmax gate and moves under a normalized sigmoid gate.
+
+    Explained in: book/01_conservation/04_moe.ipynb
+    """
+    layer = MoE(1, 2, 1, 1, gate=gate).double()
+    with torch.no_grad():
+        layer.gate.weight.copy_(torch.tensor([[1.0], [0.0]]))
+        for expert, c in zip(layer.experts, [1.0, -1.0], strict=True):
+            expert.A.weight.fill_(1.0), expert.B.weight.fill_(1.0), expert.C.weight.fill_(c)
+    return layer
+
+
+def moe_verdict(rows: dict[tuple[str, int | None], dict],
+                gatings: list[tuple[str, int | None]]) -> str:
+    """The ledger's verdict on the seed's MoE claim at ``gatings``, from the rows of
+    :func:`moe_claims_vs_count` keyed by ``(gate, top_k)``: it holds where every chosen row
+    agrees, conclusively where every chosen count is certified.
+
+    Explained in: book/01_conservation/04_moe.ipynb
+    """
+    chosen = [rows[g] for g in gatings]
+    return verdict_of(all(r["agrees"] for r in chosen), all(r["certified"] for r in chosen))
+
+
+def moe_counts_text(rows: dict[tuple[str, int | None], dict],
+                    gatings: list[tuple[str, int | None]]) -> str:
+    """``"softmax top-2: 18, softmax top-1: 21"``: the counted laws at ``gatings``.
+
+    Explained in: book/01_conservation/04_moe.ipynb
+    """
+    return ", ".join(f"{g} top-{k or 'all'}: {rows[g, k]['n_laws']}" for g, k in gatings)
+
+
+def feedforward_cases(sizes: Sequence[tuple[int, int, int]], inputs_per_param: int, seed: int
+                      ) -> list[tuple[str, str, nn.Module, Tensor]]:
+    """The cases of :func:`count_table` for the feed-forward chapter: at every ``(a, r, b)`` of
+    ``sizes`` (inputs, width, outputs) a ReLU, GELU and SiLU :class:`TwoLayer` and a
+    :class:`SwiGLU`, float64, each with ``inputs_per_param × D`` random inputs
+    (:func:`~flowlaws.conservation.laws.random_inputs`, ``seed``).
+
+    Explained in: book/01_conservation/02_feedforward.ipynb
+    """
+    cases = []
+    for a, r, b in sizes:
+        for name, net in [("ReLU", TwoLayer(a, r, b, "relu")), ("GELU", TwoLayer(a, r, b, "gelu")),
+                          ("SiLU", TwoLayer(a, r, b, "silu")), ("SwiGLU", SwiGLU(a, r, b))]:
+            n = inputs_per_param * sum(p.numel() for p in net.parameters())
+            cases.append((name, f"({a},{r},{b})", net.double(), random_inputs(net, n, seed=seed)))
+    return cases
+
+
+def tally(rows: list[dict], model: str) -> tuple[bool, bool, str]:
+    """For the rows of :func:`count_table` of one ``model``: whether every count agrees with
+    its closed form, whether every count is certified, and ``"agreeing/all"``.
+
+    Explained in: book/01_conservation/03_attention.ipynb
+    """
+    mine = [r for r in rows if r["model"] == model]
+    if not mine:
+        models = sorted({r['model'] for r in rows})
+        raise ValueError(f"no row of model {model!r} (models: {models})")
+    agree = sum(r["agrees"] for r in mine)
+    return agree == len(mine), all(r["certified"] for r in mine), f"{agree}/{len(mine)}"
+

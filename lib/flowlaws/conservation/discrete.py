@@ -30,10 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from flowlaws.common.fits import PowerLawFit, fit_power_law
 from flowlaws.conservation.flow import conservation_error
-from flowlaws.conservation.losses import LossFn, Params
+from flowlaws.conservation.losses import LossFn, Params, gradient_and_loss
 from flowlaws.conservation.training import train
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
     "errors_at_fixed_time",
     "Sweep",
     "discretisation_exponents",
+    "with_gradient_terms",
+    "sums_before",
     "local_slope",
     "StepSizeScan",
     "scan_step_sizes",
@@ -116,24 +119,56 @@ class Sweep:
 
 
 def discretisation_exponents(
-    loss_fn: LossFn, params0: Params, law: Law, *,
-    lrs: np.ndarray, n_steps: int, lr: float, k_max: int, t: float, **train_kwargs,
+    loss_fn: LossFn, params0: Params, law: Law, *, lrs: np.ndarray, n_steps: int, lr: float,
+    k_max: int, k_early: int, t: float, n_points: int = 30, **train_kwargs,
 ) -> dict[str, Sweep]:
-    """The three sweeps of the chapter, each fitted: τ at fixed ``k``, ``k`` at fixed τ, τ at t.
+    """The chapter's four sweeps of one optimiser, each fitted by a least-squares power law.
 
-    Keys: ``"lr at fixed k"`` (``k = n_steps``, reference exponent 2), ``"k at fixed lr"``
-    (``k ≤ k_max``, reference 1), ``"lr at fixed t"`` (reference 1). The first two predict
-    the seed's ``O(τ² k)`` only in early training: choose ``τ k`` well below the time the
-    loss takes to fall (see the module docstring).
+    Keys: ``"lr at fixed k"`` (``k = n_steps``, reference exponent 2), ``"k, early"`` and
+    ``"k, whole run"`` (one run at ``lr`` to ``k_max`` steps, ``n_points`` log-spaced ``k``,
+    those ``≤ k_early`` and all; reference 1), ``"lr at fixed t"`` (reference 1). The first
+    ones predict the seed's ``O(τ² k)`` only in early training: choose ``τ k`` well below the
+    time the loss takes to fall (see the module docstring). ``train_kwargs`` go to
+    :func:`train` (``optimizer``, ``batch_size``, ``momentum``, ``weight_decay`` ...).
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb
     """
+    ks, along = errors_along_run(loss_fn, params0, law, lr, k_max, n_points=n_points,
+                                 **train_kwargs)
+    first = ks <= k_early
     by_lr = errors_at_fixed_steps(loss_fn, params0, law, lrs, n_steps, **train_kwargs)
-    ks, by_k = errors_along_run(loss_fn, params0, law, lr, k_max, **train_kwargs)
     lrs_t, by_t = errors_at_fixed_time(loss_fn, params0, law, lrs, t, **train_kwargs)
     return {
-        "lr at fixed k": Sweep(np.asarray(lrs, dtype=float), by_lr, fit_power_law(lrs, by_lr), 2.0),
-        "k at fixed lr": Sweep(ks.astype(float), by_k, fit_power_law(ks, by_k), 1.0),
+        "lr at fixed k": Sweep(np.array(lrs), by_lr, fit_power_law(lrs, by_lr), 2.0),
+        "k, early": Sweep(ks[first], along[first], fit_power_law(ks[first], along[first]), 1.0),
+        "k, whole run": Sweep(ks, along, fit_power_law(ks, along), 1.0),
         "lr at fixed t": Sweep(lrs_t, by_t, fit_power_law(lrs_t, by_t), 1.0),
     }
+
+
+def with_gradient_terms(loss_fn: LossFn, law: Law) -> Callable[[Params], dict[str, Tensor]]:
+    """``θ ↦ {"h": h(θ), "h(g)": h(∇L(θ)), "|g|^2": ‖∇L(θ)‖²}``: what a run records to check
+    the exact path identity ``h(θ_k) − h(θ_0) = τ² Σ_{j<k} h(g_j)`` of gradient descent on a
+    quadratic law ``h`` and its bound ``τ² Σ_{j<k} ‖g_j‖²`` (``g_j`` the full gradient).
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb
+    """
+    def terms(params: Params) -> dict[str, Tensor]:
+        with torch.enable_grad():
+            grads, _ = gradient_and_loss(loss_fn, params)
+        return {"h": law(params), "h(g)": law(grads),
+                "|g|^2": sum(v.pow(2).sum() for v in grads.values())}
+
+    return terms
+
+
+def sums_before(x: Tensor) -> Tensor:
+    """``[0, x_0, x_0 + x_1, …]``: for every ``k`` the sum over ``j < k`` of ``x`` ``(T, ...)``
+    along its first axis (an exclusive cumulative sum, same shape).
+
+    Explained in: book/01_conservation/05_discrete_steps.ipynb
+    """
+    return torch.cat([torch.zeros_like(x[:1]), torch.cumsum(x, 0)[:-1]])
 
 
 def local_slope(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -13,6 +13,7 @@ import numpy as np
 from flowlaws.book.style import column_panels
 from flowlaws.common.fits import PowerLawFit
 from flowlaws.conservation.discrete import StepSizeScan, Sweep
+from flowlaws.conservation.law_runs import LawRun
 from flowlaws.conservation.laws import LAW_TOL
 from flowlaws.conservation.lie_count import LawCount
 
@@ -25,6 +26,7 @@ __all__ = [
     "plot_counts_vs_closed_form",
     "plot_conservation_error",
     "plot_local_slopes",
+    "plot_law_runs",
 ]
 
 
@@ -248,5 +250,42 @@ def plot_local_slopes(scan: StepSizeScan, title: str | None = None) -> plt.Figur
     k_ax.legend(ncol=2, fontsize=8)
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_law_runs(runs: list[LawRun], kinds: dict[str, str], title: str,
+                  floor: float = 1e-17) -> plt.Figure:
+    """Loss against step next to each law kind's relative error (log scale), one line per run.
+
+    ``kinds`` maps a kind (``"QK"`` …) to its panel title. Runs of the same optimizer share a
+    colour; the larger step size is solid, the smaller dashed; the legend sits in the free slot
+    of the last row, or in the loss panel.
+
+    Explained in: book/01_conservation/06_real_data.ipynb
+    """
+    n_panels = 1 + len(kinds)
+    # an odd number of panels leaves a slot in the last row: the legend goes there
+    fig, axes = column_panels(n_panels + n_panels % 2, height=3.2)
+    key = axes[n_panels] if n_panels % 2 else None
+    axes = axes[:n_panels]
+    colours = {o: f"C{i}" for i, o in enumerate(dict.fromkeys(r.optimizer for r in runs))}
+    top = {o: max(r.lr for r in runs if r.optimizer == o) for o in colours}
+    for r in runs:
+        style = dict(color=colours[r.optimizer], ls="-" if r.lr == top[r.optimizer] else "--",
+                     lw=1.6, label=f"{r.optimizer}, lr={r.lr:g}")
+        axes[0].plot(r.steps, r.losses, **style)
+        for ax, kind in zip(axes[1:], kinds, strict=True):
+            ax.plot(r.steps[1:], np.maximum(r.errors[kind][1:], floor), **style)
+    axes[0].set(xlabel="step k", ylabel="training loss (cross-entropy)", title="loss")
+    for ax, label in zip(axes[1:], kinds.values(), strict=True):
+        ax.set(xscale="log", yscale="log", xlabel="step k", title=label,
+               ylabel=r"$\|h(\theta_k)-h(\theta_0)\|_F\,/\,\|\theta_0^{\mathrm{block}}\|^2$")
+    if key is None:
+        axes[0].legend()
+    else:
+        key.axis("off")
+        key.legend(*axes[0].get_legend_handles_labels(), loc="center")
+    fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -37,7 +37,8 @@ from flowlaws.conservation.flat_params import (
 )
 
 __all__ = [
-    "Params", "ModelFn", "LAW_TOL", "LawFn", "balancedness", "invariants", "invariant_fn",
+    "Params", "ModelFn", "LAW_TOL", "LawFn", "balancedness", "moe_law_groups", "invariants",
+    "invariant_fn",
     "seed_claims", "seed_claim_fn", "law_blocks", "unclaimed_parameters", "random_inputs",
     "orthogonality", "drift",
 ]
@@ -67,6 +68,25 @@ def balancedness(params: Params) -> Tensor:
     """
     U, V = params["U.weight"], params["V.weight"]
     return U.T @ U - V @ V.T
+
+
+def moe_law_groups(experts: int) -> LawFn:
+    """``θ ↦ {"gate sum": Σ_e W_e (d_model,), "expert units": (experts · width,)}`` for an
+    :class:`~flowlaws.common.models.MoE` of ``experts`` SwiGLU experts: the seed's gate claim
+    and every expert unit's law ``‖A_i‖² − ‖C_{:,i}‖²``, each kind stacked in one tensor (what a
+    run records to follow the two kinds, :func:`~flowlaws.conservation.flow.conservation_error`).
+
+    Explained in: book/01_conservation/04_moe.ipynb and 05_discrete_steps.ipynb
+    """
+    if not isinstance(experts, int) or isinstance(experts, bool) or experts < 1:
+        raise ValueError(f"experts must be a positive int, got {experts!r}")
+
+    def laws(p: Params) -> dict[str, Tensor]:
+        units = [p[f"experts.{e}.A.weight"].pow(2).sum(1) - p[f"experts.{e}.C.weight"].pow(2).sum(0)
+                 for e in range(experts)]
+        return {"gate sum": p["gate.weight"].sum(0), "expert units": torch.cat(units)}
+
+    return laws
 
 
 def _unit_rows(p: Params, prefix: str) -> Tensor:

@@ -32,6 +32,9 @@ __all__ = [
     "read_mnist",
     "IMAGE_EXTENSIONS",
     "read_image_folder",
+    "IMAGE_FORMATS",
+    "load_images",
+    "flat_features",
 ]
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
@@ -284,3 +287,40 @@ def read_image_folder(
     if not arrays:
         raise FileNotFoundError(f"no class subfolders with {IMAGE_EXTENSIONS} images in {root}")
     return ImageData(torch.from_numpy(np.stack(arrays)), torch.tensor(labels), tuple(classes))
+
+
+IMAGE_FORMATS = ("digits", "cifar10", "mnist", "fashion_mnist", "folder")
+
+
+def load_images(image_format: str = "digits", folder: str | None = None,
+                n_images: int | None = None, image_size: int = 32) -> ImageData:
+    """Images from the shipped digits or a folder in a standard format (training split).
+
+    ``image_format``: ``"digits"`` (shipped), ``"cifar10"``, ``"mnist"``, ``"fashion_mnist"``,
+    ``"folder"`` (ImageNet-style class subfolders, resized to ``image_size``). ``n_images``
+    keeps a class-mixed random subset (seed 0) of that many.
+    Explained in: book/01_conservation/06_real_data.ipynb
+    """
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
+    if image_format == "digits":
+        data = digits_images()
+    elif folder is None:
+        raise ValueError(f"image_format={image_format!r} needs image_folder")
+    elif image_format == "cifar10":
+        data = read_cifar10(folder)
+    elif image_format == "folder":
+        data = read_image_folder(folder, image_size)
+    else:
+        fashion = image_format == "fashion_mnist"
+        data = read_mnist(folder, classes=FASHION_MNIST_CLASSES if fashion else MNIST_CLASSES)
+    if n_images is not None and n_images < len(data):
+        keep = torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:n_images]
+        data = ImageData(data.images[keep], data.labels[keep], data.classes)
+    return data
+
+
+def flat_features(images: torch.Tensor) -> torch.Tensor:
+    """``(N, C, H, W)`` images as ``(N, C·H·W)`` features, each centred on its mean over ``N``."""
+    X = images.flatten(1)
+    return X - X.mean(0, keepdim=True)

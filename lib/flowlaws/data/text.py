@@ -36,6 +36,8 @@ __all__ = [
     "WordCorpus",
     "read_wikitext",
     "read_ptb",
+    "TEXT_FORMATS",
+    "load_text",
 ]
 
 
@@ -249,3 +251,27 @@ def read_ptb(folder: str | Path, *, max_tokens: int | None = None) -> WordCorpus
     :func:`read_wikitext`.
     """
     return _read_word_corpus(folder, PTB_FILES, max_tokens)
+
+
+TEXT_FORMATS = ("shakespeare", "wikitext", "ptb")
+
+
+def load_text(text_format: str = "shakespeare", folder: str | None = None,
+              n_chars: int = 20_000) -> str:
+    """The first ``n_chars`` characters of a corpus, for a character-level model.
+
+    ``"shakespeare"`` is the shipped corpus (``folder`` unused). ``"wikitext"`` and ``"ptb"``
+    read ``folder`` with :func:`read_wikitext` / :func:`read_ptb`
+    (training split) and join the words with spaces, ``<eos>`` becoming a new line.
+    Explained in: book/01_conservation/06_real_data.ipynb
+    """
+    if text_format not in TEXT_FORMATS:
+        raise ValueError(f"text_format must be one of {TEXT_FORMATS}, got {text_format!r}")
+    if text_format == "shakespeare":
+        return shakespeare_text(n_chars)
+    if folder is None:
+        raise ValueError(f"text_format={text_format!r} needs text_folder, the folder of its files")
+    reader = read_wikitext if text_format == "wikitext" else read_ptb
+    corpus = reader(folder, max_tokens=n_chars)  # a word is at least one character
+    words = corpus.vocab.decode(corpus.train)
+    return " ".join(words).replace(f" {EOS}", "\n").replace("\n ", "\n")[:n_chars]

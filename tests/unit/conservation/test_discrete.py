@@ -17,8 +17,10 @@ from flowlaws.conservation.discrete import (
     one_step_change_quadratic,
     one_step_change_two_layer,
     scan_step_sizes,
+    sums_before,
+    with_gradient_terms,
 )
-from flowlaws.conservation.losses import mse_loss, parameters_of
+from flowlaws.conservation.losses import gradient_and_loss, mse_loss, parameters_of
 from flowlaws.conservation.training import train
 
 from ..problems import balance, problem
@@ -77,15 +79,34 @@ def test_minibatch_sgd_has_the_same_exponent_in_lr(smoke) -> None:
     assert abs(fit_power_law(lrs, errors).exponent - 2) < 0.15
 
 
-def test_discretisation_exponents_bundles_the_three_sweeps(smoke) -> None:
+def test_discretisation_exponents_bundles_the_four_sweeps(smoke) -> None:
     loss, p0 = smoke
     sweeps = discretisation_exponents(
-        loss, p0, balance, lrs=np.geomspace(1e-3, 1e-2, 3), n_steps=3, lr=1e-3, k_max=8, t=0.03
+        loss, p0, balance, lrs=np.geomspace(1e-3, 1e-2, 3), n_steps=3, lr=1e-3, k_max=8,
+        k_early=4, t=0.03, n_points=8,
     )
-    assert set(sweeps) == {"lr at fixed k", "k at fixed lr", "lr at fixed t"}
+    assert list(sweeps) == ["lr at fixed k", "k, early", "k, whole run", "lr at fixed t"]
     for sweep in sweeps.values():
         assert abs(sweep.fit.exponent - sweep.reference) < 0.15
         assert sweep.x.shape == sweep.errors.shape
+    assert sweeps["k, early"].x.max() <= 4 and sweeps["k, whole run"].x.max() == 8
+
+
+def test_with_gradient_terms_give_the_exact_path_identity(smoke) -> None:
+    loss, p0 = smoke
+    lr = 0.01
+    run = train(loss, p0, "gd", lr, 6, laws=with_gradient_terms(loss, balance))
+    g, _ = gradient_and_loss(loss, p0)
+    torch.testing.assert_close(run.laws["h(g)"][0], balance(g))
+    torch.testing.assert_close(run.laws["|g|^2"][0], sum(v.pow(2).sum() for v in g.values()))
+    h = run.laws["h"]
+    residual = h - h[0] - lr**2 * sums_before(run.laws["h(g)"])
+    assert float(residual.abs().max()) < 1e-12
+
+
+def test_sums_before_is_the_exclusive_cumulative_sum() -> None:
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    torch.testing.assert_close(sums_before(x), torch.tensor([[0.0, 0.0], [1.0, 2.0], [4.0, 6.0]]))
 
 
 def test_local_slope_of_a_power_law_is_its_exponent_everywhere() -> None:

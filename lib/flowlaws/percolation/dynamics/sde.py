@@ -41,6 +41,7 @@ __all__ = [
     "euler_maruyama",
     "sgd_coefficients",
     "sgd_sde",
+    "isotropic_noise",
 ]
 
 
@@ -191,3 +192,19 @@ def sgd_sde(
     return euler_maruyama(sgd_coefficients(shape, X, Y, batch_size), theta0, lr, n_steps,
                           eta=lr, seed=seed, record_every=record_every, max_abs=max_abs,
                           progress=progress)
+
+
+def isotropic_noise(coefficients: Coefficients, sigma: float) -> Coefficients:
+    """The drift of ``coefficients`` with isotropic noise ``G = sigma · I`` (diagonal ``(R, d)``)
+    in place of its own: a control whose noise, unlike SGD's, does not lie in the span of the
+    per-sample gradients, so it leaves the invariant sets (identical or dead neurons).
+
+    Explained in: book/02_percolation/01_sde.ipynb
+    """
+    check_nonnegative(sigma=sigma)
+
+    def isotropic(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return coefficients(theta)[0], sigma * torch.ones_like(theta)
+
+    return isotropic
+

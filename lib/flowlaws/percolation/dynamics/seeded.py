@@ -16,18 +16,18 @@ Explained in: book/02_percolation/08_real_data.ipynb (the full preset) and
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+from flowlaws.book.runtime import one_thread
 from flowlaws.percolation.dynamics.adaptive import train_ensemble
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, ensemble_forward, ensemble_init
 from flowlaws.percolation.topology.clusters import cmax_curves
 from flowlaws.percolation.toys.planted import planted_pairs, teacher_data
 
-__all__ = ["DATA_SETS", "INITS", "noise_seed", "one_thread", "data_set", "data_ensemble_chunk",
+__all__ = ["DATA_SETS", "INITS", "noise_seed", "data_set", "data_ensemble_chunk",
            "teacher_ensemble_chunk"]
 
 DATA_SETS = ("heart", "digits")
@@ -60,18 +60,6 @@ def data_set(data: str, *, n_images: int = 500, data_seed: int = 0
         return (standardize(t.features).float(),
                 torch.where(t.target < n_cls // 2, 1.0, -1.0)[:, None].float())
     raise ValueError(f"data must be one of {DATA_SETS}, got {data!r}")
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Torch on one thread inside the block (restored after): a chunk's tensors are small, and
-    two threads per chunk on two cores that run two chunks at once are several times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _train(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,

@@ -27,6 +27,7 @@ from flowlaws.percolation.dynamics.ensemble import (
     check_ensemble_inputs,
     ensemble_forward,
     ensemble_init,
+    ensemble_loss,
     forward_cache,
     per_sample_grads,
     split_params,
@@ -39,7 +40,11 @@ from flowlaws.percolation.dynamics.sde import (
     sgd_coefficients,
     sgd_sde,
 )
-from flowlaws.percolation.topology.clusters import ensemble_cmax
+from flowlaws.percolation.topology.clusters import (
+    collapse_fractions,
+    ensemble_cmax,
+    mean_over_finite,
+)
 
 __all__ = [
     "SGDPath",
@@ -48,6 +53,11 @@ __all__ = [
     "sde_path",
     "one_step_moments",
     "sgd_lr_sweep",
+    "merge_fraction_sweep",
+    "start_curves",
+    "SGDPhase",
+    "sgd_phases",
+    "sgd_against_sde",
 ]
 
 
@@ -234,3 +244,120 @@ def sgd_lr_sweep(
     return sgd_discrete(theta0.repeat(len(lrs), 1), shape, X, Y, lr=lr_per_run,
                         batch_size=batch_size, n_steps=n_steps, seed=seed,
                         record_every=record_every)
+
+
+def merge_fraction_sweep(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
+    lrs: list[float], *, batch_size: int, n_steps: int, record_every: int = 1, seed: int = 0,
+) -> dict[str, torch.Tensor]:
+    """The fractions of merged and of dead neurons along :func:`sgd_lr_sweep`.
+
+    Returns ``{"steps": (T,) int64, "merged": (T, len(lrs) · R), "dead": (T, len(lrs) · R)}``
+    (:func:`~flowlaws.percolation.topology.clusters.collapse_fractions`, NaN for a diverged
+    run), run ``k · R + r`` being ``theta0[r]`` ``(R, dim)`` trained at ``lrs[k]``. Plain
+    tensors, so a chapter can cache the result.
+
+    Explained in: book/02_percolation/02_trapping.ipynb
+    """
+    path = sgd_lr_sweep(theta0, shape, X, Y, list(lrs), batch_size=batch_size, n_steps=n_steps,
+                        record_every=record_every, seed=seed)
+    merged, dead = collapse_fractions(path.states, shape)
+    return {"steps": torch.as_tensor(path.steps), "merged": torch.as_tensor(merged),
+            "dead": torch.as_tensor(dead)}
+
+
+def start_curves(sweep: dict[str, torch.Tensor], k: int, starts: list[str], n_per_start: int,
+                 nets: int | None = None) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+    """Per start, the mean merged and dead fractions ``(T,)`` at learning rate ``k`` of a
+    :func:`merge_fraction_sweep` whose ``theta0`` stacked ``n_per_start`` runs of each start in
+    the order ``starts``, over the first ``nets`` runs of each, and how many of them diverged.
+
+    A diverged run is counted, not averaged (the mean is NaN once every run has diverged).
+    Returns ``{start: (merged (T,), dead (T,), n_diverged)}``.
+
+    Explained in: book/02_percolation/02_trapping.ipynb
+    """
+    nets = n_per_start if nets is None else nets
+    if not 1 <= nets <= n_per_start:
+        raise ValueError(f"nets must lie in [1, n_per_start = {n_per_start}], got {nets}")
+    out = {}
+    for s, name in enumerate(starts):
+        first = (len(starts) * k + s) * n_per_start
+        m = sweep["merged"][:, first:first + nets].numpy()
+        d = sweep["dead"][:, first:first + nets].numpy()
+        out[name] = (mean_over_finite(m, 1), mean_over_finite(d, 1), int(np.isnan(m[-1]).sum()))
+    return out
+
+
+@stored_type
+@dataclass(frozen=True)
+class SGDPhase:
+    """One phase of :func:`sgd_phases`: its step size, mini-batch size and number of steps."""
+
+    lr: float
+    batch_size: int
+    n_steps: int
+
+
+def sgd_phases(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
+    phases: list[SGDPhase], *, record_every: int = 1, seed: int = 0,
+    labels: list[str] | None = None,
+) -> SGDPath:
+    """:func:`sgd_discrete` in phases, each from where the last one stopped: a noisy phase
+    (large ``lr / batch_size``), say, then a quiet one.
+
+    Phase ``i`` draws its batches with ``seed + i``; ``labels[i]`` names its progress bar
+    (``None``: no bars). The record joins the phases: steps count from the first phase's start
+    (``(T,)``, the shared checkpoint between two phases kept once), ``states``
+    ``(T, n_runs, dim)``, and ``diverged_at`` the step, so counted, at which a run diverged.
+
+    Explained in: book/02_percolation/03_reeb.ipynb
+    """
+    if not phases:
+        raise ValueError("phases is empty: give at least one SGDPhase")
+    if labels is not None and len(labels) != len(phases):
+        raise ValueError(f"labels has {len(labels)} entries for {len(phases)} phases")
+    steps, states = [], []
+    diverged_at = torch.full((theta0.shape[0],), -1, dtype=torch.int64)
+    theta, offset = theta0, 0
+    for i, phase in enumerate(phases):
+        path = sgd_discrete(theta, shape, X, Y, lr=phase.lr, batch_size=phase.batch_size,
+                            n_steps=phase.n_steps, record_every=record_every, seed=seed + i,
+                            progress=None if labels is None else labels[i])
+        first = 0 if i == 0 else 1
+        steps.append(offset + path.steps[first:])
+        states.append(path.states[first:])
+        new = (diverged_at < 0) & (path.diverged_at >= 0)
+        diverged_at[new] = offset + path.diverged_at[new]
+        theta, offset = path.final, offset + phase.n_steps
+    return SGDPath(np.concatenate(steps), torch.cat(states), diverged_at)
+
+
+def sgd_against_sde(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *, lr: float,
+    batch_size: int, t_max: float, substeps: int, seed: int = 0, n_records: int = 50,
+) -> dict[str, torch.Tensor | dict[str, torch.Tensor]]:
+    """SGD, its SDE with ``dt = lr`` and with ``dt = lr / substeps``, from the same ``theta0``
+    ``(R, dim)`` up to the time ``t_max`` (``round(t_max / lr)`` SGD steps), about ``n_records``
+    records each.
+
+    Returns ``{"times": (T,) lr · step, "losses": {name: (T, R) training loss}}`` with the
+    names ``"SGD"``, ``"SDE, dt = lr"`` and ``"SDE, dt = lr/<substeps>"``; on the CPU, so a
+    chapter can cache it.
+
+    Explained in: book/02_percolation/01_sde.ipynb
+    """
+    n = round(t_max / lr)
+    kw = {"lr": lr, "batch_size": batch_size, "n_steps": n,
+          "record_every": max(1, n // n_records), "seed": seed}
+    runs = {
+        "SGD": sgd_discrete(theta0, shape, X, Y, **kw),
+        "SDE, dt = lr": sde_path(theta0, shape, X, Y, **kw),
+        f"SDE, dt = lr/{substeps}": sde_path(theta0, shape, X, Y, substeps=substeps, **kw),
+    }
+    losses = {k: torch.stack([ensemble_loss(s, shape, X, Y) for s in p.states]).cpu()
+              for k, p in runs.items()}
+    # SGD counts steps; the SDE with dt = lr records the time lr · step
+    return {"times": torch.as_tensor(runs["SDE, dt = lr"].times), "losses": losses}
+

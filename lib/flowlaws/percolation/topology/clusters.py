@@ -55,8 +55,10 @@ __all__ = [
     "mean_over_finite",
     "partition_with_dead",
     "merge_heights",
+    "n_distinct",
     "pair_distances",
     "cmax_curves",
+    "pair_and_dead_along",
 ]
 
 
@@ -318,3 +320,31 @@ def cmax_curves(states: torch.Tensor, shape: TwoLayerShape, tol: float = DEFAULT
     Explained in: book/02_percolation/06_adaptive.ipynb
     """
     return ensemble_cmax(states, shape, tol, dead_tol).T.cpu().numpy()
+
+
+def pair_and_dead_along(states: torch.Tensor, shape: TwoLayerShape, pair: tuple[int, int] = (0, 1),
+                        dead: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """How far a path ``states`` ``(T, R, dim)`` strays from two invariant sets, per record:
+    the largest :func:`relative_distance` of the neurons ``pair`` over the runs, and the
+    largest norm of neuron ``dead``'s weights (in and out). Both ``(T,)``; zero for a path that
+    keeps an identical pair identical and a dead neuron dead.
+
+    Explained in: book/02_percolation/01_sde.ipynb
+    """
+    V, U = split_params(states.reshape(-1, shape.dim), shape)
+    d = relative_distance(V, U)[:, pair[0], pair[1]].reshape(states.shape[:2])
+    norm = torch.cat([V[:, dead], U[:, :, dead]], 1).norm(dim=1).reshape(states.shape[:2])
+    return d.amax(1).cpu().numpy(), norm.amax(1).cpu().numpy()
+
+
+def n_distinct(values: np.ndarray, rtol: float = 1e-4) -> int:
+    """The number of distinct values in ``values`` ``(n,)`` (merge heights, say): sorted, two
+    neighbours are distinct when they differ by more than ``rtol`` times the largest value.
+
+    Explained in: book/02_percolation/04_percolation.ipynb
+    """
+    v = np.sort(np.asarray(values))
+    if v.size == 0:
+        raise ValueError("values is empty: nothing to count")
+    return 1 + int(np.sum(np.diff(v) > rtol * v[-1]))
+

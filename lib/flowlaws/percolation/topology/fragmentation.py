@@ -32,6 +32,8 @@ __all__ = [
     "split_difference",
     "fragmentation_verdict",
     "difference_text",
+    "fraction_text",
+    "switch_counts",
     "cause_verdict",
     "first_split_times",
     "median_shift",
@@ -131,6 +133,30 @@ def difference_text(first: np.ndarray | list[int], second: np.ndarray | list[int
     """:func:`split_difference` as ``"+0.97 [+0.80, +0.99]"``."""
     d, lo, hi = split_difference(first, second, level)
     return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def fraction_text(n_splits: np.ndarray | list[int], level: float = 0.95) -> str:
+    """:func:`split_fraction` as ``"7/16 runs = 0.44 [0.23, 0.67]"`` (``n_splits`` ``(R,)``).
+
+    Explained in: book/02_percolation/09_fragmentation.ipynb
+    """
+    f, lo, hi = split_fraction(n_splits, level)
+    split = int(np.sum(np.asarray(n_splits) > 0))
+    return f"{split}/{len(n_splits)} runs = {f:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def switch_counts(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
+                  Y_before: torch.Tensor, Y_after: torch.Tensor, **switch_kw) -> dict[str, list]:
+    """:func:`task_switch` reduced to what a sweep of switches compares, per run: ``"splits"``
+    and ``"merges"`` after the switch (counts) and ``"first"``, the time to the first split
+    (:func:`first_split_times`, NaN: none). Plain lists, so a chapter can cache the result.
+    ``switch_kw``: :func:`task_switch`'s keywords.
+
+    Explained in: book/02_percolation/09_fragmentation.ipynb
+    """
+    result = task_switch(theta0, shape, X, Y_before, Y_after, **switch_kw)
+    return {"splits": result.n_splits.tolist(), "merges": [len(m) for m in result.merges],
+            "first": first_split_times(result).tolist()}
 
 
 def cause_verdict(splits: dict[tuple[float, int], np.ndarray], *, batch_after: int,

@@ -11,7 +11,8 @@ Explained in: book/02_percolation/03_reeb.ipynb.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -30,6 +31,8 @@ __all__ = [
     "reeb_graph",
     "reeb_from_checkpoints",
     "reeb_events",
+    "phase_event_counts",
+    "groups_at",
     "draw_reeb",
 ]
 
@@ -112,6 +115,34 @@ def reeb_events(G: nx.DiGraph) -> list[ReebEvent]:
             child_time = G.nodes[next(iter(G.successors(node)))]["time"]
             events.append(ReebEvent("split", child_time, node, G.out_degree(node), data["members"]))
     return sorted(events, key=lambda e: (e.time, e.kind != "merge", e.node))
+
+
+def phase_event_counts(graphs: Iterable[nx.DiGraph], boundary: float,
+                       phases: tuple[str, str] = ("before", "after"), *, big: int = 3) -> Counter:
+    """The merges and splits of several Reeb graphs, counted per phase of training.
+
+    An event at time ``≤ boundary`` belongs to ``phases[0]``, a later one to ``phases[1]``.
+    Keys: ``(phase, kind)``, the number of events (``kind`` ``"merge"`` or ``"split"``), and
+    ``(phase, kind, "big")``, how many of them have a block of at least ``big`` components.
+    Summed over the graphs (one per run): divide by their number for a rate per run.
+
+    Explained in: book/02_percolation/03_reeb.ipynb
+    """
+    counts: Counter = Counter()
+    for G in graphs:
+        for e in reeb_events(G):
+            phase = phases[0] if e.time <= boundary else phases[1]
+            counts[(phase, e.kind)] += 1
+            counts[(phase, e.kind, "big")] += e.block >= big
+    return counts
+
+
+def groups_at(G: nx.DiGraph, time: float) -> int:
+    """The number of groups (nodes) of the Reeb graph ``G`` at the checkpoint ``time``.
+
+    Explained in: book/02_percolation/09_fragmentation.ipynb
+    """
+    return sum(1 for _, t in G.nodes(data="time") if t == time)
 
 
 def _positions(G: nx.DiGraph) -> dict:

@@ -25,6 +25,7 @@ import numpy as np
 from networkx.utils import UnionFind
 
 __all__ = [
+    "last_jump_mean",
     "block_percolation_verdicts",
     "critical_point",
     "largest_jump",
@@ -234,3 +235,17 @@ def block_percolation_verdicts(sweeps: dict[str, dict[str, list[float]]], *,
 
     return (verdict(list(jumps.values())), verdict([s["max_mean"] for s in blocks.values()]),
             jumps)
+
+
+def last_jump_mean(N: int) -> float:
+    """The mean size (as a share of ``N``) of the last merge's jump of ``C_max/N`` for uniform
+    pairwise merges of ``N`` singletons, in closed form: the last two components have sizes
+    ``m`` and ``N − m`` with ``m`` uniform on ``1 … N − 1`` (Kingman's coalescent), and the jump
+    is the smaller one, ``E[min(m, N − m)] / N = Σ_m min(m, N − m) / (N (N − 1))``.
+
+    Explained in: book/02_percolation/04_percolation.ipynb
+    """
+    _check_size(N)
+    m = np.arange(1, N)
+    return float(np.minimum(m, N - m).sum() / (N * (N - 1)))
+

@@ -16,10 +16,16 @@ import math
 
 import torch
 
-from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, ensemble_init, split_params
+from flowlaws.percolation.dynamics.ensemble import (
+    TwoLayerShape,
+    ensemble_forward,
+    ensemble_init,
+    split_params,
+)
 
 __all__ = [
     "teacher_data",
+    "teacher_targets",
     "cyclic_problem",
     "planted_pairs",
     "merged_ensemble",
@@ -109,3 +115,16 @@ def merged_ensemble(
     g = torch.Generator().manual_seed(seed + 1)
     noise = perturbation * torch.randn(n_runs, shape.dim, generator=g, dtype=dtype)
     return merged + noise, merged, shape
+
+
+def teacher_targets(shape: TwoLayerShape, X: torch.Tensor, scale: float, *, seed: int = 0
+                    ) -> torch.Tensor:
+    """``(N, n_out)`` float32 targets of a random teacher network of ``shape`` on ``X``
+    ``(N, n_in)``: :func:`ensemble_init` with ``scale`` and ``seed``. A larger scale gives a
+    teacher with stronger, more distinct neurons (more curvature).
+
+    Explained in: book/02_percolation/09_fragmentation.ipynb
+    """
+    teacher = ensemble_init(shape, 1, seed=seed, scale=scale)
+    return ensemble_forward(teacher.float(), shape, X)[0]
+

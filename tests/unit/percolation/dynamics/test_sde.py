@@ -75,3 +75,16 @@ def test_sgd_sde_and_sgd_reach_similar_losses():
     l0 = ensemble.ensemble_loss(theta0, shape, X, Y)
     assert l_sde.mean() < 0.5 * l0.mean() and l_sgd.mean() < 0.5 * l0.mean()
     assert abs(l_sde.mean() - l_sgd.mean()) < 0.15 * l_sgd.mean()
+
+
+def test_isotropic_noise_keeps_the_drift_and_leaves_the_invariant_sets():
+    shape = ensemble.TwoLayerShape(2, 3, 1, "tanh")
+    X = torch.randn(10, 2, dtype=torch.float64)
+    Y = torch.randn(10, 1, dtype=torch.float64)
+    theta = ensemble.ensemble_init(shape, 2, seed=0)
+    sgd_like = sde.sgd_coefficients(shape, X, Y, 2)
+    drift, noise = sde.isotropic_noise(sgd_like, 0.3)(theta)
+    torch.testing.assert_close(drift, sgd_like(theta)[0])
+    assert torch.equal(noise, torch.full_like(theta, 0.3))
+    with pytest.raises(ValueError, match="sigma"):
+        sde.isotropic_noise(sgd_like, -1.0)

@@ -175,3 +175,25 @@ def test_a_diverged_network_is_not_counted_as_merged():
     assert torch.isnan(clusters.cmax(V, U))
     with pytest.raises(ValueError, match="diverged"):
         clusters.largest_component(V, U)
+
+
+def test_pair_and_dead_along_is_zero_on_the_invariant_sets_only():
+    shape = ensemble.TwoLayerShape(2, 3, 1, "tanh")
+    theta = ensemble.ensemble_init(shape, 2, seed=0)
+    V, U = ensemble.split_params(theta, shape)
+    V[:, 1], U[:, :, 1] = V[:, 0], U[:, :, 0]  # neuron 1 = neuron 0
+    V[:, 2], U[:, :, 2] = 0.0, 0.0  # neuron 2 dead
+    moved = theta.clone()
+    moved[1, 0] += 0.5  # run 1 leaves the pair set; neuron 2 wakes up by 0.25 in run 0
+    V2, _ = ensemble.split_params(moved, shape)
+    V2[0, 2, 0] = 0.25
+    pair, dead = clusters.pair_and_dead_along(torch.stack([theta, moved]), shape)
+    assert pair.shape == (2,) and pair[0] == 0 and pair[1] > 0.05
+    np.testing.assert_allclose(dead, [0.0, 0.25])
+
+
+def test_n_distinct_counts_values_apart_by_more_than_rtol():
+    assert clusters.n_distinct(np.array([1.0, 1.00001, 2.0, 0.5])) == 3
+    assert clusters.n_distinct(np.array([1.0, 1.00001]), rtol=1e-6) == 2
+    with pytest.raises(ValueError, match="empty"):
+        clusters.n_distinct(np.array([]))

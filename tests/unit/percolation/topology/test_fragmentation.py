@@ -7,6 +7,7 @@ import torch
 
 from flowlaws.percolation.dynamics import ensemble
 from flowlaws.percolation.topology import fragmentation, reeb
+from flowlaws.percolation.toys import planted
 
 
 def test_task_switch_splits_merged_neurons():
@@ -89,3 +90,19 @@ def test_cause_verdict_under_the_first_rule_judges_less_noise_at_every_scale():
     verdict, number = fragmentation.cause_verdict(splits, batch_after=4, room=False)
     # x4: every run splits at both batches, 1.00 - 1.00 lies below the smallest effect
     assert verdict == "fails" and "x4 fails" in number and "every scale" in number
+
+
+def test_fraction_text_and_switch_counts_summarise_a_switch():
+    _, lo, hi = fragmentation.split_fraction([0, 2, 1, 0])
+    assert fragmentation.fraction_text([0, 2, 1, 0]) == f"2/4 runs = 0.50 [{lo:.2f}, {hi:.2f}]"
+    half = ensemble.TwoLayerShape(2, 1, 1, "tanh")
+    theta0, merged, shape = planted.merged_ensemble(half, 3, perturbation=1e-3, seed=0)
+    X = torch.randn(8, 2, generator=torch.Generator().manual_seed(1))
+    Y_b = planted.teacher_targets(shape, X, 2.0, seed=3)
+    kw = {"lr": (0.05, 0.05), "batch_size": (2, 2), "n_steps": (20, 40), "record_every": 10}
+    Y_a = ensemble.ensemble_forward(merged, shape, X)[0]
+    counts = fragmentation.switch_counts(theta0, shape, X, Y_a, Y_b, **kw)
+    result = fragmentation.task_switch(theta0, shape, X, Y_a, Y_b, **kw)
+    assert counts["splits"] == result.n_splits.tolist()
+    assert counts["merges"] == [len(m) for m in result.merges]
+    np.testing.assert_array_equal(counts["first"], fragmentation.first_split_times(result))

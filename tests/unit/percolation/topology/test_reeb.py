@@ -75,3 +75,22 @@ def test_draw_returns_a_figure():
     fig = reeb.draw_reeb(reeb.reeb_graph(PLANTED, TIMES), title="planted")
     assert isinstance(fig, plt.Figure) and fig.axes[0].get_xlabel() == "time"
     plt.close(fig)
+
+
+def test_phase_event_counts_split_events_at_the_boundary():
+    F = frozenset
+    single = [F({0}), F({1}), F({2})]
+    history = [single, [F({0, 1, 2})], [F({0, 1}), F({2})], single]
+    G = reeb.reeb_graph(history, [0.0, 1.0, 2.0, 3.0])  # merge of 3 at t=1, splits at 2 and 3
+    counts = reeb.phase_event_counts([G, G], 1.0, ("noisy", "quiet"))
+    assert counts["noisy", "merge"] == 2 and counts["noisy", "merge", "big"] == 2
+    assert counts["quiet", "split"] == 4 and counts["quiet", "split", "big"] == 0
+    assert counts["noisy", "split"] == 0 and counts["quiet", "merge"] == 0
+    assert reeb.phase_event_counts([G], 0.5)["after", "merge"] == 1
+
+
+def test_groups_at_counts_the_nodes_of_a_checkpoint():
+    F = frozenset
+    G = reeb.reeb_graph([[F({0}), F({1}), F({2})], [F({0, 1}), F({2})]], [0.0, 0.5])
+    assert reeb.groups_at(G, 0.0) == 3 and reeb.groups_at(G, 0.5) == 2
+    assert reeb.groups_at(G, 9) == 0

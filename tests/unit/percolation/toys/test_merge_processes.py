@@ -103,3 +103,11 @@ def test_block_percolation_verdicts_read_the_window_only_for_a_jump_at_the_end()
     assert merge_processes.block_percolation_verdicts(still)[:2] == ("holds", "holds")
     with pytest.raises(ValueError, match="no block"):
         merge_processes.block_percolation_verdicts({"Erdős–Rényi": er})
+
+
+def test_last_jump_mean_is_the_mean_smaller_part_of_a_uniform_split():
+    # N = 4: m in {1, 2, 3}, min(m, 4 - m) = 1, 2, 1 -> 4 / (4 * 3) = 1/3
+    assert merge_processes.last_jump_mean(4) == pytest.approx(1 / 3)
+    assert merge_processes.last_jump_mean(10_000) == pytest.approx(0.25, abs=1e-3)
+    with pytest.raises(ValueError, match="N"):
+        merge_processes.last_jump_mean(1)

@@ -39,3 +39,13 @@ def test_cyclic_orbit_stays_circulant_under_gradient_descent():
         shifted = torch.roll(torch.roll(d, k, 0), k, 1)
         torch.testing.assert_close(shifted, d, atol=1e-6, rtol=1e-5)
     assert len(np.unique(clusters.merge_heights(path.final, shape).round(5))) == 1
+
+
+def test_teacher_targets_are_the_forward_pass_of_a_seeded_teacher():
+    shape = ensemble.TwoLayerShape(3, 4, 1, "tanh")
+    X = torch.randn(5, 3)
+    Y = planted.teacher_targets(shape, X, 2.0, seed=7)
+    teacher = ensemble.ensemble_init(shape, 1, seed=7, scale=2.0).float()
+    assert Y.shape == (5, 1) and Y.dtype == torch.float32
+    torch.testing.assert_close(Y, ensemble.ensemble_forward(teacher, shape, X)[0])
+    assert not torch.equal(Y, planted.teacher_targets(shape, X, 0.5, seed=7))

@@ -1,164 +1,43 @@
-"""Real-data tasks: a character-level language model with RoPE attention, an image classifier
-with SwiGLU (or MoE) units, and training runs that record their conservation laws.
+"""Conservation laws recorded along training runs on real data: a block's laws, runs that
+record them, the one-step ``τ²`` identity, optimizer sweeps and their tables.
 
-The laws are those of :func:`invariants` for the block they are about (the
-attention of :class:`CharLM`, the whole :class:`~flowlaws.common.models.SwiGLU` or
-:class:`~flowlaws.common.models.MoE` classifier). They stay laws inside a larger model: the time
-derivative of ``h`` is ``−⟨∇h, ∇L⟩`` and only the block's own parameters enter it, whatever
-comes before the block (an embedding) or after it (a readout and a softmax cross-entropy).
+The laws are those of :func:`~flowlaws.conservation.laws.invariants` for the block they are
+about (the attention of :class:`~flowlaws.common.models.CharLM`, the whole
+:class:`~flowlaws.common.models.SwiGLU` or :class:`~flowlaws.common.models.MoE` classifier).
+They stay laws inside a larger model: the time derivative of ``h`` is ``−⟨∇h, ∇L⟩`` and only
+the block's own parameters enter it, whatever comes before the block (an embedding) or after
+it (a readout and a softmax cross-entropy). Runs train with the one Part I loop,
+:func:`flowlaws.conservation.training.train`. The models are in :mod:`flowlaws.common.models`,
+the data loaders in :mod:`flowlaws.data.text` and :mod:`flowlaws.data.images`, the figure in
+:mod:`flowlaws.conservation.figures`.
 
 Explained in: book/01_conservation/06_real_data.ipynb.
 """
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from torch import nn
 
 from flowlaws.book.runtime import one_thread
-from flowlaws.book.style import column_panels
-from flowlaws.common.models import MoE, MultiHeadAttention, SwiGLU
 from flowlaws.conservation.laws import invariants
-from flowlaws.conservation.losses import LossFn, Params, gradient_and_loss
+from flowlaws.conservation.losses import LawsFn, LossFn, Params, gradient_and_loss
 from flowlaws.conservation.training import train
-from flowlaws.data.images import (
-    FASHION_MNIST_CLASSES,
-    MNIST_CLASSES,
-    ImageData,
-    digits_images,
-    read_cifar10,
-    read_image_folder,
-    read_mnist,
-)
-from flowlaws.data.text import EOS, read_ptb, read_wikitext, shakespeare_text
 
 __all__ = [
-    "LawsFn",
-    "TEXT_FORMATS",
-    "IMAGE_FORMATS",
-    "CharLM",
-    "image_classifier",
-    "load_text",
-    "load_images",
-    "flat_features",
     "block_laws",
     "law_groups",
     "block_sq_norm",
     "LawRun",
     "train_with_laws",
     "one_step_gap",
-    "plot_law_runs",
     "optimizer_sweep",
     "error_at",
     "law_table",
 ]
-
-
-LawsFn = Callable[[Params], dict[str, torch.Tensor]]
-
-
-TEXT_FORMATS = ("shakespeare", "wikitext", "ptb")
-
-
-IMAGE_FORMATS = ("digits", "cifar10", "mnist", "fashion_mnist", "folder")
-
-
-class CharLM(nn.Module):
-    """``ids ↦ readout(x + attn(x))`` with ``x = embed(ids)``: one causal RoPE attention layer.
-
-    Shapes: ``embed.weight`` is ``(vocab_size, d_model)``, ``attn`` a causal
-    :class:`~flowlaws.common.models.MultiHeadAttention` with ``pe="rope"`` (``d_k`` even),
-    ``readout.weight`` is ``(vocab_size, d_model)``; input ``(batch, tokens)`` int64 ids,
-    output ``(batch, tokens, vocab_size)`` logits of the next character. The residual
-    ``x +`` lets the model learn bigrams before attention has learnt anything; it holds no
-    parameter, so the attention's laws are unchanged.
-
-    Explained in: book/01_conservation/06_real_data.ipynb
-    """
-
-    def __init__(self, vocab_size: int, d_model: int, heads: int, d_k: int, d_v: int) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.attn = MultiHeadAttention(d_model, heads, d_k, d_v, pe="rope", causal=True)
-        self.readout = nn.Linear(d_model, vocab_size, bias=False)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.embed(ids)
-        return self.readout(x + self.attn(x))
-
-
-def image_classifier(n_in: int, width: int, n_classes: int, experts: int = 0) -> nn.Module:
-    """A classifier of flattened images: :class:`SwiGLU` ``(n_in, width, n_classes)``, or with
-    ``experts > 0`` a softmax :class:`MoE` of that many SwiGLU experts of ``width`` units.
-
-    Input ``(batch, n_in)``, output ``(batch, n_classes)`` logits.
-    Explained in: book/01_conservation/06_real_data.ipynb
-    """
-    if experts < 0:
-        raise ValueError(f"experts must be >= 0 (0: a plain SwiGLU), got {experts}")
-    if experts == 0:
-        return SwiGLU(n_in, width, n_classes)
-    return MoE(n_in, experts, width, n_classes)
-
-
-def load_text(text_format: str = "shakespeare", folder: str | None = None,
-              n_chars: int = 20_000) -> str:
-    """The first ``n_chars`` characters of a corpus, for a character-level model.
-
-    ``"shakespeare"`` is the shipped corpus (``folder`` unused). ``"wikitext"`` and ``"ptb"``
-    read ``folder`` with :func:`read_wikitext` / :func:`read_ptb`
-    (training split) and join the words with spaces, ``<eos>`` becoming a new line.
-    Explained in: book/01_conservation/06_real_data.ipynb
-    """
-    if text_format not in TEXT_FORMATS:
-        raise ValueError(f"text_format must be one of {TEXT_FORMATS}, got {text_format!r}")
-    if text_format == "shakespeare":
-        return shakespeare_text(n_chars)
-    if folder is None:
-        raise ValueError(f"text_format={text_format!r} needs text_folder, the folder of its files")
-    reader = read_wikitext if text_format == "wikitext" else read_ptb
-    corpus = reader(folder, max_tokens=n_chars)  # a word is at least one character
-    words = corpus.vocab.decode(corpus.train)
-    return " ".join(words).replace(f" {EOS}", "\n").replace("\n ", "\n")[:n_chars]
-
-
-def load_images(image_format: str = "digits", folder: str | None = None,
-                n_images: int | None = None, image_size: int = 32) -> ImageData:
-    """Images from the shipped digits or a folder in a standard format (training split).
-
-    ``image_format``: ``"digits"`` (shipped), ``"cifar10"``, ``"mnist"``, ``"fashion_mnist"``,
-    ``"folder"`` (ImageNet-style class subfolders, resized to ``image_size``). ``n_images``
-    keeps a class-mixed random subset (seed 0) of that many.
-    Explained in: book/01_conservation/06_real_data.ipynb
-    """
-    if image_format not in IMAGE_FORMATS:
-        raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
-    if image_format == "digits":
-        data = digits_images()
-    elif folder is None:
-        raise ValueError(f"image_format={image_format!r} needs image_folder")
-    elif image_format == "cifar10":
-        data = read_cifar10(folder)
-    elif image_format == "folder":
-        data = read_image_folder(folder, image_size)
-    else:
-        fashion = image_format == "fashion_mnist"
-        data = read_mnist(folder, classes=FASHION_MNIST_CLASSES if fashion else MNIST_CLASSES)
-    if n_images is not None and n_images < len(data):
-        keep = torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:n_images]
-        data = ImageData(data.images[keep], data.labels[keep], data.classes)
-    return data
-
-
-def flat_features(images: torch.Tensor) -> torch.Tensor:
-    """``(N, C, H, W)`` images as ``(N, C·H·W)`` features, each centred on its mean over ``N``."""
-    X = images.flatten(1)
-    return X - X.mean(0, keepdim=True)
 
 
 def block_laws(model: nn.Module, block: str = "") -> LawsFn:
@@ -264,41 +143,6 @@ def one_step_gap(loss_fn: LossFn, params0: Params, laws: LawsFn, lr: float,
     gaps = [float((after[k] - before[k] - lr**2 * of_g[k]).norm() / (lr**2 * of_g[k]).norm())
             for k in keys]
     return float(np.max(gaps))  # NaN (0/0) propagates
-
-
-def plot_law_runs(runs: list[LawRun], kinds: dict[str, str], title: str,
-                  floor: float = 1e-17) -> plt.Figure:
-    """Loss against step next to each law kind's relative error (log scale), one line per run.
-
-    ``kinds`` maps a kind (``"QK"`` …) to its panel title. Runs of the same optimizer share a
-    colour; the larger step size is solid, the smaller dashed; the legend sits in the free slot
-    of the last row, or in the loss panel.
-    """
-    n_panels = 1 + len(kinds)
-    # an odd number of panels leaves a slot in the last row: the legend goes there
-    fig, axes = column_panels(n_panels + n_panels % 2, height=3.2)
-    key = axes[n_panels] if n_panels % 2 else None
-    axes = axes[:n_panels]
-    colours = {o: f"C{i}" for i, o in enumerate(dict.fromkeys(r.optimizer for r in runs))}
-    top = {o: max(r.lr for r in runs if r.optimizer == o) for o in colours}
-    for r in runs:
-        style = dict(color=colours[r.optimizer], ls="-" if r.lr == top[r.optimizer] else "--",
-                     lw=1.6, label=f"{r.optimizer}, lr={r.lr:g}")
-        axes[0].plot(r.steps, r.losses, **style)
-        for ax, kind in zip(axes[1:], kinds, strict=True):
-            ax.plot(r.steps[1:], np.maximum(r.errors[kind][1:], floor), **style)
-    axes[0].set(xlabel="step k", ylabel="training loss (cross-entropy)", title="loss")
-    for ax, label in zip(axes[1:], kinds.values(), strict=True):
-        ax.set(xscale="log", yscale="log", xlabel="step k", title=label,
-               ylabel=r"$\|h(\theta_k)-h(\theta_0)\|_F\,/\,\|\theta_0^{\mathrm{block}}\|^2$")
-    if key is None:
-        axes[0].legend()
-    else:
-        key.axis("off")
-        key.legend(*axes[0].get_legend_handles_labels(), loc="center")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
 
 
 def optimizer_sweep(

@@ -1,35 +1,25 @@
-"""Tests of flowlaws.conservation.real_data, against answers known in advance."""
+"""Tests of flowlaws.conservation.law_runs (and the I.6 models and loaders it runs on), against
+answers known in advance."""
 
 from __future__ import annotations
 
-import pickle
-import struct
-from pathlib import Path
-
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
-from flowlaws.common.models import MoE, SwiGLU
-from flowlaws.conservation.laws import invariants
-from flowlaws.conservation.losses import cross_entropy_loss, gradient_and_loss, parameters_of
-from flowlaws.conservation.real_data import (
-    CharLM,
+from flowlaws.common.models import CharLM, MoE, SwiGLU, image_classifier
+from flowlaws.conservation.figures import plot_law_runs
+from flowlaws.conservation.law_runs import (
     block_laws,
     block_sq_norm,
     error_at,
-    flat_features,
-    image_classifier,
     law_groups,
     law_table,
-    load_images,
-    load_text,
     one_step_gap,
     optimizer_sweep,
-    plot_law_runs,
     train_with_laws,
 )
+from flowlaws.conservation.laws import invariants
+from flowlaws.conservation.losses import cross_entropy_loss, gradient_and_loss, parameters_of
 
 
 def tiny_lm(seed: int = 0):
@@ -75,11 +65,6 @@ def _grad_laws(model: torch.nn.Module, block: str):
             out[f"VO{i}"] = V[i] @ V[i].T - O[i].T @ O[i]
         return out
     return rope
-
-
-def _write_idx(path: Path, array: np.ndarray) -> None:
-    header = bytes([0, 0, 8, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    path.write_bytes(header + array.tobytes())
 
 
 def test_char_lm_shapes_and_its_laws_are_the_attention_invariants() -> None:
@@ -187,49 +172,3 @@ def test_optimizer_sweep_law_table_and_plot() -> None:
         error_at(runs[0], "units", 3)
     fig = plot_law_runs(runs, {"units": "units"}, title="t")
     assert len(fig.axes) == 2 and len(fig.axes[1].lines) == 6
-
-
-def test_load_text_shakespeare_and_word_corpora(tmp_path: Path) -> None:
-    assert len(load_text("shakespeare", n_chars=500)) == 500
-    for name in ("train", "valid", "test"):
-        (tmp_path / f"wiki.{name}.tokens").write_text("\n = Title = \n\n the cat sat \n")
-        (tmp_path / f"ptb.{name}.txt").write_text(" a b <unk> \n c d \n")
-    assert load_text("wikitext", tmp_path, 100) == "= Title =\nthe cat sat\n"
-    assert load_text("ptb", tmp_path, 9) == "a b <unk>"
-    with pytest.raises(ValueError, match="text_folder"):
-        load_text("ptb", None)
-    with pytest.raises(ValueError, match="text_format"):
-        load_text("books", tmp_path)
-
-
-def test_load_images_from_every_format(tmp_path: Path) -> None:
-    digits = load_images()
-    assert digits.images.shape == (1797, 1, 8, 8)
-    subset = load_images(n_images=50)
-    assert len(subset) == 50 and len(set(subset.labels.tolist())) > 5
-    cifar = tmp_path / "cifar"
-    cifar.mkdir()
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {b"data": np.full((2, 3072), 255, np.uint8), b"labels": [1, 2]}
-        (cifar / name).write_bytes(pickle.dumps(batch, protocol=2))
-    assert load_images("cifar10", cifar).images.shape == (10, 3, 32, 32)
-    mnist = tmp_path / "mnist"
-    mnist.mkdir()
-    _write_idx(mnist / "train-images-idx3-ubyte", np.zeros((3, 28, 28), np.uint8))
-    _write_idx(mnist / "train-labels-idx1-ubyte", np.array([0, 9, 4], np.uint8))
-    assert load_images("mnist", mnist).classes[9] == "9"
-    assert load_images("fashion_mnist", mnist).classes[9] == "Ankle boot"
-    for cls in ("n01", "n02"):
-        (tmp_path / "imgs" / cls).mkdir(parents=True)
-        Image.new("RGB", (10, 12), (255, 0, 0)).save(tmp_path / "imgs" / cls / "a.png")
-    assert load_images("folder", tmp_path / "imgs", image_size=6).images.shape == (2, 3, 6, 6)
-    with pytest.raises(ValueError, match="image_folder"):
-        load_images("cifar10")
-    with pytest.raises(ValueError, match="image_format"):
-        load_images("svhn", tmp_path)
-
-
-def test_flat_features_are_centred_vectors() -> None:
-    X = flat_features(torch.rand(20, 3, 4, 4))
-    assert X.shape == (20, 48)
-    torch.testing.assert_close(X.mean(0), torch.zeros(48), atol=1e-6, rtol=0)
