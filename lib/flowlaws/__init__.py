@@ -64,6 +64,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
 - :mod:`flowlaws.percolation.dynamics.adam_runs`
   II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
+- :mod:`flowlaws.percolation.dynamics.data_runs`
+  II.8's experiment: SGD ensembles on a real data set, C_max, R, report and figure
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
