@@ -114,6 +114,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   block merges against Erdős–Rényi growth (II.4)
 - :mod:`flowlaws.percolation.toys.cascades`
   a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
+- :mod:`flowlaws.percolation.toys.fake_cascades`
+  signals without a cascade that a careless test takes for one: noise, evenly spaced levels (II.5)
 
 ``flowlaws.data``: data that ships, and readers for files you give
 
