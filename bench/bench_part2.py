@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from bench import best_time, report
-from flowlaws.percolation.cascade import judge, surrogates
+from flowlaws.percolation.cascade import config, judge, surrogates
 from flowlaws.percolation.dynamics import ensemble, sde
 from flowlaws.percolation.toys import cascades
 
@@ -61,16 +61,16 @@ def bench_surrogates() -> None:
 
 def bench_cascade_verdict() -> None:
     """One ``judge_cascade`` verdict on a planted λ = 2 cascade (64 runs, 1,024 points): the
-    defaults (199 deals, 100 injections) against the test alone (no power); then the DSI
+    reader preset (99 deals, 40 injections) against the test alone (no power); then the DSI
     chapter's random-pair control at its sizes, with and without the detectable-jump ladder."""
     p = np.linspace(0, 1, 1024)
     C = cascades.planted_ensemble(p, 64, p_c=0.8, lam=2.0, first=0.4, n_levels=4, seed=0)
 
     def verdict() -> None:
-        judge.judge_cascade(C, p)
+        judge.judge_cascade(C, p, config.READER)
 
     def test_only() -> None:
-        judge.judge_cascade(C, p, n_power=0)
+        judge.judge_cascade(C, p, config.READER.replace(n_power=0))
 
     alone, full = best_time(test_only), best_time(verdict, repeat=1)
     report("cascade verdict, 64 runs x 1024 pts (test alone vs +power)", alone, full,
@@ -79,12 +79,12 @@ def bench_cascade_verdict() -> None:
     # the DSI chapter's negative control with its detectable jump (the jump ladder)
     q = cascades.merged_fraction(256)
     R = cascades.asynchronous_runs(256, 64, seed=0) / 256
-    kw = {"n_null": 99, "n_power": 20, "n_boot": 100}
+    cfg = config.READER.replace(n_power=20, sizes=())
 
     def with_ladder() -> None:
-        judge.judge_cascade(R, q, jump_ladder=judge.JUMP_LADDER, **kw)
+        judge.judge_cascade(R, q, cfg.replace(jump_ladder=config.JUMP_LADDER))
 
-    plain, ladder = (best_time(lambda: judge.judge_cascade(R, q, **kw), repeat=1),
+    plain, ladder = (best_time(lambda: judge.judge_cascade(R, q, cfg), repeat=1),
                      best_time(with_ladder, repeat=1))
     report("random-pair verdict, 64 runs x 256 pts (+power vs +detectable jump)", plain, ladder,
            f"reported, no target (with the ladder {ladder:.1f} s)")

@@ -84,14 +84,26 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the phase-randomized null model and its test (II.5–II.8)
 - :mod:`flowlaws.percolation.cascade.statistic`
   the run-level null (jumps dealt to runs) and the log-periodic comb statistic (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.config`
+  CascadeConfig, the SMOKE/READER/FULL presets and every declared threshold (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.geometry`
+  is the spacing of the detected levels geometric? (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.detect`
+  persistent peaks, the test once, cascades injected into observed runs (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.power`
+  power by injection with its interval, power curves, the size that decides (II.5–II.8)
 - :mod:`flowlaws.percolation.cascade.judge`
-  judge_cascade: p-value, power by injection, persistent peaks, three-way verdict (II.5–II.8)
+  judge_cascade and the CascadeVerdict chapters get (II.5–II.8)
 - :mod:`flowlaws.percolation.cascade.calibration`
-  the test's false-positive rate on staircases and its power on planted cascades (II.5)
-- :mod:`flowlaws.percolation.cascade.controls`
-  the controls judged (hierarchical, random-pair, ring), verdict lines, slider points, Holm (II.5)
+  calibration table over level-free and level-structured nulls, power table (II.5)
+- :mod:`flowlaws.percolation.cascade.stats`
+  Holm's correction over settings, whether power fits a grid (II.5–II.8)
+- :mod:`flowlaws.percolation.cascade.models`
+  the controls judged (hierarchical, random-pair, ring) and the SGD experiment (II.5)
+- :mod:`flowlaws.percolation.cascade.slider`
+  a verdict as a slider point and caption badge (II.5)
 - :mod:`flowlaws.percolation.cascade.verdicts`
-  a trained ensemble judged, the seed's surrogate test beside it, power size, ledger (II.6, II.8)
+  verdict lines, λ against a claim, the seed's test beside a verdict, ledger texts (II.5–II.8)
 
 ``flowlaws.percolation.grokking``: model, training, checkpoints, order parameters, analysis
 
@@ -114,8 +126,10 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   block merges against Erdős–Rényi growth (II.4)
 - :mod:`flowlaws.percolation.toys.cascades`
   a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
+- :mod:`flowlaws.percolation.toys.level_nulls`
+  shared levels without geometry: the cascade test's level-structured nulls (II.5)
 - :mod:`flowlaws.percolation.toys.fake_cascades`
-  signals without a cascade that a careless test takes for one: noise, evenly spaced levels (II.5)
+  noise that a raw peak detector takes for a cascade: white and AR(1) signals (II.5)
 
 ``flowlaws.data``: data that ships, and readers for files you give
 

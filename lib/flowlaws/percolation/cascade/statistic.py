@@ -132,14 +132,25 @@ class _Grid:
     w: np.ndarray  # (G, nx) interpolation weight
     valid: np.ndarray  # (G, nx)
     shifts: np.ndarray  # periods in samples of x
+    n_teeth: int = N_TEETH
 
 
-def comb_grid(p: np.ndarray) -> _Grid:
-    """The combs searched over the grid ``p``: computed once, used for data and nulls."""
+def comb_grid(p: np.ndarray, *, n_teeth: int = N_TEETH,
+              p_c: tuple[float, float] | None = None) -> _Grid:
+    """The combs searched over the grid ``p``: computed once, used for data and nulls.
+
+    ``p_c = (value, error)``: an independently measured critical point; the combs then put
+    their ``p_c`` only at ``value + error · (−2, −1, 0, 1, 2)``, both directions, and
+    ``n_teeth = 3`` suffices (three teeth at a known ``p_c`` test geometry)."""
     dp, span = float(np.median(np.diff(p))), float(p[-1] - p[0])
-    reach = span * np.linspace(*PC_REACH, N_PC)
-    direction = np.repeat([1, -1], N_PC)
-    p_c = np.concatenate([p[0] + reach, p[-1] - reach])
+    if p_c is None:
+        reach = span * np.linspace(*PC_REACH, N_PC)
+        direction = np.repeat([1, -1], N_PC)
+        p_c = np.concatenate([p[0] + reach, p[-1] - reach])
+    else:
+        at = p_c[0] + p_c[1] * np.arange(-2.0, 3.0)
+        direction = np.repeat([1, -1], len(at))
+        p_c = np.concatenate([at, at])
     x = np.arange(np.log(MIN_GAP * dp), np.log(span * PC_REACH[1]) + DX, DX)
     q = p_c[:, None] - direction[:, None] * np.exp(x)[None, :]
     fi = np.interp(q, p, np.arange(len(p), dtype=float), left=np.nan, right=np.nan)
@@ -147,8 +158,9 @@ def comb_grid(p: np.ndarray) -> _Grid:
     fi = np.where(valid, fi, 0.0)
     i0 = np.minimum(np.floor(fi).astype(int), len(p) - 2)
     shifts = np.unique(np.round(np.log(np.geomspace(*LAM_RANGE, N_LAM)) / DX).astype(int))
-    shifts = shifts[(shifts >= 2) & ((N_TEETH - 1) * shifts < len(x))]
-    return _Grid(p, x, direction, p_c, i0, (fi - i0).astype(np.float32), valid, shifts)
+    shifts = shifts[(shifts >= 2) & ((n_teeth - 1) * shifts < len(x))]
+    return _Grid(p, x, direction, p_c, i0, (fi - i0).astype(np.float32), valid, shifts,
+                 int(n_teeth))
 
 
 @dataclass
@@ -184,6 +196,7 @@ def comb_statistic(z: np.ndarray, grid: _Grid, *, best: bool = False
     """``(B,)`` best comb score of each row of ``z`` ``(B, n_points)`` (module docstring); with
     ``best=True`` also the :class:`Comb` of the first row."""
     z = np.asarray(z, dtype=np.float32)
+    n_teeth = grid.n_teeth
     zx = z[:, grid.i0] * (1 - grid.w) + z[:, grid.i0 + 1] * grid.w  # (B, G, nx)
     sizes = np.maximum(2, np.round(2 * TOOTH_TOL * grid.shifts).astype(int))
     means = _window_means(zx, grid.valid, sizes)
@@ -191,12 +204,12 @@ def comb_statistic(z: np.ndarray, grid: _Grid, *, best: bool = False
     score, where = np.full(z.shape[0], -np.inf), None
     for s, size in zip(grid.shifts, sizes, strict=True):
         mean, inside = means[int(size)]
-        n, h = nx - (N_TEETH - 1) * s, s // 2
+        n, h = nx - (n_teeth - 1) * s, s // 2
         teeth, troughs, ok = mean[..., :n], mean[..., h:h + n], inside[:, :n]
-        for k in range(1, N_TEETH):
+        for k in range(1, n_teeth):
             teeth = np.minimum(teeth, mean[..., k * s:k * s + n])
             ok = ok & inside[:, k * s:k * s + n]
-            if k < N_TEETH - 1:
+            if k < n_teeth - 1:
                 troughs = np.maximum(troughs, mean[..., k * s + h:k * s + h + n])
         contrast = np.where(ok, teeth - troughs, -np.inf).reshape(z.shape[0], -1)
         top_row = contrast.max(axis=1)
@@ -209,7 +222,7 @@ def comb_statistic(z: np.ndarray, grid: _Grid, *, best: bool = False
     if where is None:
         return score, None
     direction, p_c, s, i, top = where
-    teeth = p_c - direction * np.exp(grid.x[i + s * np.arange(N_TEETH)])
+    teeth = p_c - direction * np.exp(grid.x[i + s * np.arange(n_teeth)])
     return score, Comb(direction, p_c, float(np.exp(s * DX)), teeth, float(top))
 
 

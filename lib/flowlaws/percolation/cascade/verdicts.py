@@ -1,143 +1,198 @@
-"""A trained ensemble's cascade verdict, as the chapters on Adam and on real data state it.
+"""A cascade verdict in words: the printed line, the seed's test beside it, and the claims
+ledger's texts, among them λ judged against a claimed value by its interval
+(:func:`lambda_claim`, margin :data:`~flowlaws.percolation.cascade.config.LAM_MARGIN`).
 
-:func:`ensemble_verdict` judges the order parameter ``C`` ``(n_runs, n_points)`` of an ensemble
-with :func:`flowlaws.percolation.cascade.judge.judge_cascade` (through
-:func:`flowlaws.percolation.cascade.controls.judged`, power at the seed's claimed λ), puts the
-seed's test beside it (:func:`seed_test`: the phase-randomised surrogate p-value of ``R`` and
-how often the raw detector :func:`flowlaws.percolation.cascade.variance.detect_cascade` fires on
-those
-surrogates) and, when the verdict is inconclusive with a measured power, the number of runs at
-which the power reaches 0.8, measured by injection
-(:func:`flowlaws.percolation.cascade.judge.runs_for_power`) into fresh runs (given a
-``source``) or into the observed runs resampled. :func:`verdict_lines` prints all of it,
-:func:`family_line` states how many settings were tested with Holm's correction over them, and
-:func:`ledger_texts` gives the claims ledger's two strings, computed from the record.
-
-Records are plain dicts, so :func:`flowlaws.book.call_cache.cached_call` can keep them.
+:func:`ensemble_verdict` judges a trained ensemble (the chapters on Adam and on real data) and
+puts the seed's phase-randomised test (:func:`seed_test`) beside the verdict, as an
+:class:`EnsembleVerdict`.
 
 Explained in: book/02_percolation/08_real_data.ipynb.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from flowlaws.percolation.cascade.controls import (
-    claim_numbers,
-    grid_summary,
-    judged,
-    lambda_claim,
-    verdict_line,
-)
-from flowlaws.percolation.cascade.judge import runs_for_power
+from flowlaws.percolation.cascade.config import READER, CascadeConfig
+from flowlaws.percolation.cascade.judge import CascadeVerdict, judge_cascade
+from flowlaws.percolation.cascade.stats import grid_summary
 from flowlaws.percolation.cascade.surrogates import surrogate_test
 from flowlaws.percolation.cascade.variance import finite_runs, relative_variance
 
 __all__ = [
-    "seed_test",
-    "ensemble_verdict",
-    "size_text",
-    "verdict_lines",
-    "family_line",
-    "ledger_texts",
+    "lambda_claim", "grid_claim", "claim_numbers", "detectable_text", "verdict_line",
+    "SeedTest", "seed_test", "EnsembleVerdict", "ensemble_verdict", "verdict_lines",
+    "family_line", "ledger_texts", "CACHEABLE",
 ]
 
+
+def lambda_claim(v: CascadeVerdict, lam: float | None = None) -> str:
+    """The ledger's verdict on "a DSI cascade with λ ≈ ``lam``" (default the verdict's
+    ``config.lam_claimed``), with the margin ``m = config.lam_margin`` declared in
+    :mod:`~flowlaws.percolation.cascade.config`: ``"holds"`` for a cascade whose λ̂ 95 %
+    interval lies inside ``lam·(1 ± m)``; ``"fails"`` for "no cascade", or a cascade whose
+    interval misses ``lam·(1 ± m)`` entirely; ``"inconclusive"`` otherwise (the interval
+    straddles the band's edge, or the verdict is inconclusive)."""
+    lam = v.config.lam_claimed if lam is None else float(lam)
+    lo, hi = lam * (1 - v.config.lam_margin), lam * (1 + v.config.lam_margin)
+    if v.verdict == "no cascade":
+        return "fails"
+    if v.verdict != "cascade" or not np.isfinite(v.lam_low):
+        return "inconclusive"
+    if lo <= v.lam_low and v.lam_high <= hi:
+        return "holds"
+    if v.lam_high < lo or v.lam_low > hi:
+        return "fails"
+    return "inconclusive"
+
+
+def grid_claim(rows: Sequence, rejected: np.ndarray) -> str:
+    """The ledger's verdict on "these ensembles show a DSI cascade" over a grid of settings
+    (:func:`~flowlaws.percolation.cascade.stats.grid_summary`'s ``rejected``): ``"holds"``
+    when some setting is a cascade after Holm's correction, ``"fails"`` when every setting is
+    "no cascade", ``"inconclusive"`` otherwise."""
+    if any(bool(k) and r["verdict"] == "cascade" for k, r in zip(rejected, rows, strict=True)):
+        return "holds"
+    return "fails" if all(r["verdict"] == "no cascade" for r in rows) else "inconclusive"
+
+
+def claim_numbers(v: CascadeVerdict, *, with_claimed_lam: bool = False) -> str:
+    """The deciding numbers of a verdict, in one short line for the ledger: verdict, λ̂ with
+    its 95 % interval, p-value, power with its interval, size, and what decides an
+    inconclusive verdict."""
+    fit = (f"λ = {v.lam:.2f} [{v.lam_low:.2f}, {v.lam_high:.2f}], " if np.isfinite(v.lam)
+           and v.verdict == "cascade" else "")
+    power = (f"power {v.power:.2f} [{v.power_low:.2f}, {v.power_high:.2f}]"
+             if np.isfinite(v.power) else "power not measured")
+    if with_claimed_lam and np.isfinite(v.power):
+        power += f" at λ = {v.lam_claimed:g}"
+    why = f" ({v.reason})" if v.verdict == "inconclusive" and v.reason else ""
+    line = (f"{v.verdict}{why}: {fit}p = {v.p_value:.3f}, {power}, {v.n_runs} runs × "
+            f"{v.n_points:,} points")
+    return line + (f"; {v.decision}" if v.decision else "")
+
+
+def detectable_text(v: CascadeVerdict) -> str:
+    """What an inconclusive verdict could have seen: the smallest injected jump at which the
+    power's lower bound reaches 0.8 (``config.jump_ladder``), or the largest tried when none
+    did; empty when not searched."""
+    if not np.isfinite(v.detectable) and not np.isinf(v.detectable):
+        return ""
+    tried = ", ".join(f"{k:g}×: {pw:.2f}" for k, pw in v.ladder)
+    what = (f"power < 0.8 for every injected jump up to {max(k for k, _ in v.ladder):g} × "
+            f"the median jump {v.jump:.3g}" if np.isinf(v.detectable) else
+            f"detectable jump (power ≥ 0.8): {v.detectable:.3g} = {v.detectable / v.jump:g} × "
+            f"the median jump {v.jump:.3g}")
+    return f"{what} ({v.config.n_power} injections each; power by multiple: {tried})"
+
+
+def verdict_line(label: str, v: CascadeVerdict) -> str:
+    """``label: verdict (reason), p-value, power, λ, size``; an inconclusive verdict adds what
+    decides it (the ensemble size or grid, or "undecidable by this test" and why)."""
+    why = f" ({v.reason})" if v.verdict != "cascade" and v.reason else ""
+    line = (f"{label}: {v.verdict}{why}, p = {v.p_value:.3f} ({v.n_null} deals), "
+            f"{v.power_text()}, {v.lam_text()}; {v.n_runs} runs, {v.n_points} points")
+    if detectable_text(v):
+        line += f"\n    {detectable_text(v)}"
+    if v.verdict == "inconclusive":
+        line += f"\n    {v.decision or 'no size search (config.sizes empty)'}"
+    return line
+
+
+@dataclass(frozen=True)
+class SeedTest:
+    """The seed-style test of ``R``: ``seed_p`` (phase-randomised surrogates' rank p-value),
+    ``raw_rate`` (fraction of surrogates on which the raw detector reports a cascade),
+    ``n_surrogates``, ``raw_found``, ``raw_lam ± raw_lam_err``, ``raw_peaks``, ``seed_score``
+    and ``seed_scores`` (in units of the noise scale of ``R``)."""
+
+    seed_p: float
+    raw_rate: float
+    n_surrogates: int
+    raw_found: bool
+    raw_lam: float
+    raw_lam_err: float
+    raw_peaks: tuple[float, ...]
+    seed_score: float
+    seed_scores: np.ndarray
+
+
 def seed_test(C: np.ndarray, x: np.ndarray, *, n_surrogates: int, alpha: float = 0.05,
-              seed: int = 0) -> dict:
+              seed: int = 0) -> SeedTest:
     """The seed-style test of ``R = Var(C)/⟨C⟩²`` over the finite runs of ``C``
     ``(n_runs, n_points)``: :func:`flowlaws.percolation.cascade.surrogates.surrogate_test` with
-    ``n_surrogates`` phase-randomised surrogates.
-
-    Keys: ``seed_p`` (rank p-value), ``raw_rate`` (fraction of surrogates on which the raw
-    detector reports a cascade), ``n_surrogates``, ``raw_found`` (whether it reports one on
-    ``R``), ``raw_lam`` and ``raw_lam_err`` (its λ, NaN if none), ``raw_peaks`` (its peaks),
-    ``seed_score`` and ``seed_scores`` (the observed score and the surrogates', in units of the
-    noise scale of ``R``).
-    """
+    ``n_surrogates`` phase-randomised surrogates."""
     R = relative_variance(finite_runs(np.asarray(C, dtype=float)))
     t = surrogate_test(R, np.asarray(x, dtype=float), n_surrogates=n_surrogates, alpha=alpha,
                        seed=seed)
     c = t.cascade
     est = c.estimate if c.found and c.estimate is not None else None
-    return {"seed_p": float(t.p_value), "raw_rate": float(t.detection_rate),
-            "n_surrogates": int(n_surrogates), "raw_found": bool(c.found),
-            "raw_lam": float(est.lam) if est else float("nan"),
-            "raw_lam_err": float(est.lam_err) if est else float("nan"),
-            "raw_peaks": [float(v) for v in c.peaks.p] if c.found else [],
-            "seed_score": float(t.score), "seed_scores": [float(v) for v in t.scores]}
+    return SeedTest(float(t.p_value), float(t.detection_rate), int(n_surrogates), bool(c.found),
+                    float(est.lam) if est else float("nan"),
+                    float(est.lam_err) if est else float("nan"),
+                    tuple(float(q) for q in c.peaks.p) if c.found else (), float(t.score),
+                    np.asarray(t.scores, dtype=float))
 
 
-def ensemble_verdict(C: np.ndarray, x: np.ndarray, *, lam: float, alpha: float = 0.05,
-                     seed: int = 0, n_null: int = 99, n_power: int = 20, n_boot: int = 100,
-                     n_surrogates: int = 500, power_sizes: tuple[int, ...] = (),
-                     source: Callable[[int, int], np.ndarray] | None = None) -> dict:
-    """The verdict on ``C`` ``(n_runs, n_points)`` over the control ``x`` ``(n_points,)``.
+@dataclass(frozen=True)
+class EnsembleVerdict:
+    """A trained ensemble's ``cascade`` verdict and the seed's test (``seed``) beside it;
+    ``v["key"]`` reads the seed test's fields, then the verdict's."""
 
-    The :func:`flowlaws.percolation.cascade.controls.judged` record (power at ``lam``), plus
-    :func:`seed_test` (``surrogate_p`` is its ``seed_p``), plus ``size``: when the verdict is
-    inconclusive, its power was measured and ``power_sizes`` are given, the
-    :func:`~flowlaws.percolation.cascade.judge.runs_for_power` search over them
-    (``{"n_runs", "sizes", "powers", "target", "resampled"}``; ``n_runs`` None when no size
-    reached 0.8), in fresh runs ``source(n_runs, seed) -> C`` if given, else in the observed
-    finite runs resampled with replacement (``"resampled": True``); otherwise None.
-    """
-    rec = judged(C, x, alpha=alpha, seed=seed, lam=lam, n_null=n_null, n_power=n_power,
-                 n_boot=n_boot)
-    rec |= seed_test(C, x, n_surrogates=n_surrogates, alpha=alpha, seed=seed)
-    rec["surrogate_p"] = rec["seed_p"]
-    rec["size"] = None
-    if rec["verdict"] == "inconclusive" and np.isfinite(rec["power"]) and power_sizes:
-        r = runs_for_power(source if source is not None else finite_runs(C),
-                           np.asarray(x, dtype=float), sizes=tuple(int(n) for n in power_sizes),
-                           seed=seed, lam=lam, alpha=alpha, n_null=n_null, n_power=n_power,
-                           n_boot=n_boot)
-        rec["size"] = {"n_runs": r.n_runs, "sizes": r.sizes, "powers": r.powers,
-                       "target": r.target, "resampled": source is None}
-    return rec
+    cascade: CascadeVerdict
+    seed: SeedTest
+
+    def __getitem__(self, key: str):
+        if key == "surrogate_p":
+            return self.seed.seed_p
+        if hasattr(self.seed, key):
+            return getattr(self.seed, key)
+        return self.cascade[key]
 
 
-def size_text(rec: dict) -> str:
-    """Where the power reaches 0.8 (:func:`ensemble_verdict`'s ``size``), in one phrase."""
-    size = rec.get("size")
-    if size is None:
-        return "no size search" if rec["verdict"] == "inconclusive" else ""
-    how = "resampled" if size["resampled"] else "fresh"
-    if size["n_runs"] is not None:
-        return f"power reaches {size['target']:g} at {size['n_runs']} {how} runs"
-    return (f"power below {size['target']:g} up to {max(size['sizes'])} {how} runs "
-            f"({size['powers'][-1]:.2f} there)")
+def ensemble_verdict(C: np.ndarray, x: np.ndarray, config: CascadeConfig = READER, *,
+                     n_surrogates: int = 500,
+                     source: Callable[[int, int], np.ndarray] | None = None) -> EnsembleVerdict:
+    """The verdict on ``C`` ``(n_runs, n_points)`` over the control ``x`` ``(n_points,)``
+    (:func:`judge_cascade`; ``source(n_runs, seed) -> C``: fresh runs for the size search,
+    else the observed runs resampled) with the seed's test beside it (``n_surrogates``)."""
+    v = judge_cascade(C, x, config, source=source)
+    return EnsembleVerdict(v, seed_test(C, x, n_surrogates=n_surrogates, alpha=config.alpha,
+                                        seed=config.seed))
 
 
-def verdict_lines(label: str, rec: dict) -> str:
-    """:func:`flowlaws.percolation.cascade.controls.verdict_line` (verdict, p-value, power, λ,
-    size, the runs at which the power reaches 0.8) and a line with the seed's test."""
-    raw = (f"λ = {rec['raw_lam']:.2f} ± {rec['raw_lam_err']:.2f} from "
-           f"{len(rec['raw_peaks'])} peaks" if rec["raw_found"] else "none")
-    return (verdict_line(label, rec, rec.get("size"))
-            + f"\n    the seed's test of R: surrogate p = {rec['seed_p']:.3f} "
-            f"({rec['n_surrogates']} phase-randomised surrogates); raw detector's cascade on R: "
-            f"{raw}; it fires on {rec['raw_rate']:.2f} of the surrogates")
+def verdict_lines(label: str, ev: EnsembleVerdict) -> str:
+    """:func:`verdict_line` and a line with the seed's test."""
+    s = ev.seed
+    raw = (f"λ = {s.raw_lam:.2f} ± {s.raw_lam_err:.2f} from {len(s.raw_peaks)} peaks"
+           if s.raw_found else "none")
+    return (verdict_line(label, ev.cascade)
+            + f"\n    the seed's test of R: surrogate p = {s.seed_p:.3f} "
+            f"({s.n_surrogates} phase-randomised surrogates); raw detector's cascade on R: "
+            f"{raw}; it fires on {s.raw_rate:.2f} of the surrogates")
 
 
-def family_line(records: dict[str, dict], alpha: float = 0.05) -> tuple[str, dict[str, bool]]:
+def family_line(records: Mapping[str, EnsembleVerdict | CascadeVerdict], alpha: float = 0.05
+                ) -> tuple[str, dict[str, bool]]:
     """``(line, rejected)``: how many settings were tested, how many have ``p ≤ alpha``, how many
-    survive Holm's correction over all of them and are cascades
-    (:func:`flowlaws.percolation.cascade.controls.grid_summary`); ``rejected`` maps each label
+    survive Holm's correction over all of them and are cascades; ``rejected`` maps each label
     to Holm's decision."""
     line, rejected = grid_summary(list(records.values()), alpha)
     return line, {k: bool(r) for k, r in zip(records, rejected, strict=True)}
 
 
-def ledger_texts(rec: dict, rejected: bool | None = None) -> tuple[str, str]:
-    """The ledger's ``(verdict, number)`` for the claim "a cascade with λ ≈ the claimed λ",
-    decided by ``rec``: :func:`~flowlaws.percolation.cascade.controls.lambda_claim` at
-    ``rec["lam_claimed"]``, after Holm's correction when ``rejected`` is given (a cascade whose
-    p-value does not survive it is inconclusive); the number is
-    :func:`~flowlaws.percolation.cascade.controls.claim_numbers` with the claimed λ, and the
-    size at which the power would reach 0.8."""
-    if rec["verdict"] == "cascade" and rejected is False:
-        rec = rec | {"verdict": "inconclusive"}
-    number = claim_numbers(rec, with_claimed_lam=True)
-    extra = size_text(rec)
-    return lambda_claim(rec, rec["lam_claimed"]), number + (f"; {extra}" if extra else "")
+def ledger_texts(v: EnsembleVerdict | CascadeVerdict, rejected: bool | None = None
+                 ) -> tuple[str, str]:
+    """The ledger's ``(verdict, number)`` for the claim "a cascade with λ ≈ the claimed λ":
+    :func:`lambda_claim`, after Holm's correction when ``rejected`` is given (a cascade whose
+    p-value does not survive it is inconclusive); the number is :func:`claim_numbers`."""
+    v = v.cascade if isinstance(v, EnsembleVerdict) else v
+    if v.verdict == "cascade" and rejected is False:
+        return "inconclusive", (claim_numbers(v, with_claimed_lam=True)
+                                + "; its p-value does not survive Holm's correction")
+    return lambda_claim(v), claim_numbers(v, with_claimed_lam=True)
+
+
+CACHEABLE = (SeedTest, EnsembleVerdict)

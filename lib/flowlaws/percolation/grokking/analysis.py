@@ -12,11 +12,11 @@ accuracy at memorisation.
 at ``t − t_grok`` of that run, on lags common to every run that grokked.
 
 **Verdicts.** :func:`judge_series` judges every order parameter × alignment with the book's one
-cascade test (:func:`flowlaws.percolation.cascade.controls.judged`, which calls
-:func:`flowlaws.percolation.cascade.judge.judge_cascade`), corrects the p-values for the number of
-tests with Holm's method, and, where the power at the claimed λ is below the target, measures the
-number of runs at which it would reach it (:func:`flowlaws.percolation.cascade.judge.runs_for_power`
-on the observed runs resampled: an approximation, said in the record).
+cascade test (:func:`flowlaws.percolation.cascade.judge.judge_cascade`, one
+:class:`~flowlaws.percolation.cascade.config.CascadeConfig`), corrects the p-values for the number
+of tests with Holm's method; an inconclusive verdict names the number of runs that decides it
+(its ``decides_at``, measured by injection into the observed runs resampled: an approximation)
+or says that this test cannot decide it.
 
 Explained in: book/02_percolation/07_grokking.ipynb
 """
@@ -26,9 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowlaws.percolation.cascade.controls import holm, judged, power_fits
-from flowlaws.percolation.cascade.judge import POWER_TARGET, runs_for_power
+from flowlaws.percolation.cascade.config import READER, CascadeConfig
+from flowlaws.percolation.cascade.judge import judge_cascade
 from flowlaws.percolation.cascade.statistic import MIN_GAP
+from flowlaws.percolation.cascade.stats import holm
 from flowlaws.percolation.grokking.training import first_step_above
 
 __all__ = ["Delay", "delay_summary", "align_to_grok", "judge_series"]
@@ -124,22 +125,22 @@ def align_to_grok(steps: np.ndarray, C: np.ndarray, t_grok: np.ndarray, *,
     return lags, np.array(rows).reshape(len(rows), len(lags)), np.array(kept, dtype=int)
 
 
-def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]], *, lam: float = 2.11,
-                 alpha: float = 0.05, seed: int = 0, n_null: int = 199, n_power: int = 100,
-                 n_boot: int = 200, n_surrogates: int = 0,
-                 sizes: tuple[int, ...] = (64, 128, 256, 512), n_power_size: int = 40
-                 ) -> list[dict]:
-    """Judge each ``name: (C (n_runs, n_points), x (n_points,))`` of ``series``.
+def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]],
+                 config: CascadeConfig = READER, *,
+                 p_c: dict[str, tuple[float, float]] | None = None) -> list[dict]:
+    """Judge each ``name: (C (n_runs, n_points), x (n_points,))`` of ``series`` with ``config``
+    (its ``lam_claimed``: 2.11 for the seed's claim), seed ``config.seed + k`` for the ``k``-th.
 
-    Each row is :func:`flowlaws.percolation.cascade.controls.judged`'s record plus ``name``,
-    ``holm`` (rejected after Holm's correction over the ``n_tests`` rows actually tested),
-    ``final`` (the verdict after the correction: a cascade whose p-value does not survive it is
-    "inconclusive"), ``runs_needed`` (the fewest of
-    ``sizes`` runs, observed runs resampled, at which the power at ``lam`` reaches 0.8, with
-    ``n_power_size`` injections per size; None if none did or power was not measurable),
-    ``sizes_tried`` and ``powers_tried``, and ``constant`` (nothing to judge, verdict
-    "inconclusive": the order parameter never varies, fewer than 2 finite runs, or fewer points
-    than the test needs).
+    ``p_c``: an independently measured critical point ``(value, error)`` per name (for an
+    aligned series, the lag of the grokking step: 0), given to the test.
+
+    Each row holds ``name``, ``verdict`` (the :class:`~flowlaws.percolation.cascade.judge.
+    CascadeVerdict`, None for a constant series), its scalars (``p_value``, ``power``,
+    ``power_low``, ``lam``, ``lam_err``, ``surrogate_p``, ``n_runs``, ``n_points``, ``reason``,
+    ``decision``, ``runs_needed``: its ``decides_at``), ``holm`` (rejected after Holm's correction
+    over the ``n_tests`` rows actually tested), ``final`` (a cascade whose p-value does not
+    survive it is "inconclusive") and ``constant`` (nothing to judge: the order parameter never
+    varies, fewer than 2 finite runs, or fewer points than the test needs).
     """
     rows = []
     for k, (name, (C, x)) in enumerate(series.items()):
@@ -151,18 +152,25 @@ def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]], *, lam: float
                if C.shape[1] < 8 * MIN_GAP else "")
         if why:
             nan = float("nan")
-            rows.append({"name": name, "verdict": "inconclusive", "p_value": nan, "power": nan,
-                         "lam": nan, "lam_err": nan, "surrogate_p": nan, "constant": True,
-                         "n_runs": len(finite), "n_points": C.shape[1], "lam_claimed": lam,
+            rows.append({"name": name, "verdict": "inconclusive", "result": None,
+                         "p_value": nan, "power": nan, "power_low": nan, "lam": nan,
+                         "lam_err": nan, "surrogate_p": nan, "constant": True,
+                         "n_runs": len(finite), "n_points": C.shape[1], "reason": why,
+                         "decision": "", "runs_needed": None,
                          "summary": f"inconclusive: {why}"})
             continue
-        rec = judged(C, x, alpha=alpha, seed=seed + k, lam=lam, n_null=n_null,
-                     n_power=n_power, n_boot=n_boot, n_surrogates=n_surrogates)
-        rec.update(name=name, constant=False)
-        rows.append(rec)
+        given = (p_c or {}).get(name)
+        v = judge_cascade(C, x, config.replace(seed=config.seed + k),
+                          p_c=given[0] if given else None, p_c_err=given[1] if given else None)
+        rows.append({"name": name, "verdict": v.verdict, "result": v, "p_value": v.p_value,
+                     "power": v.power, "power_low": v.power_low, "lam": v.lam,
+                     "lam_err": v.lam_err, "surrogate_p": v.surrogate_p, "constant": False,
+                     "n_runs": v.n_runs, "n_points": v.n_points, "reason": v.reason,
+                     "decision": v.decision, "runs_needed": v.decides_at,
+                     "summary": v.summary()})
     run = [r for r in rows if not r["constant"]]  # Holm over the tests actually run
     p = np.array([r["p_value"] for r in run], dtype=float)
-    rejected = holm(np.where(np.isfinite(p), p, 1.0), alpha) if run else []
+    rejected = holm(np.where(np.isfinite(p), p, 1.0), config.alpha) if run else []
     for r in rows:
         r["holm"], r["n_tests"] = False, len(run)
     for r, rej in zip(run, rejected, strict=True):
@@ -170,14 +178,4 @@ def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]], *, lam: float
     for r in rows:  # a cascade counts only when its p-value survives the correction
         r["final"] = ("inconclusive" if r["verdict"] == "cascade" and not r["holm"]
                       else r["verdict"])
-    for r in rows:
-        r["runs_needed"], r["sizes_tried"], r["powers_tried"] = None, [], []
-        if r["constant"] or not power_fits(r["n_points"], lam) or r["power"] >= POWER_TARGET:
-            continue
-        C, x = series[r["name"]]
-        need = runs_for_power(np.asarray(C, dtype=float), np.asarray(x, dtype=float),
-                              sizes=tuple(s for s in sizes if s > r["n_runs"]), seed=seed,
-                              lam=lam, alpha=alpha, n_power=n_power_size,
-                              n_null=min(n_null, 99), n_boot=min(n_boot, 100))
-        r["runs_needed"], r["sizes_tried"], r["powers_tried"] = need.n_runs, need.sizes, need.powers
     return rows

@@ -1,6 +1,6 @@
-"""Tests of flowlaws.percolation.cascade.judge and cascade_stats (the test's calibration and
-power on known answers: test_cascade_calibration.py). Each test prints what it measured (run
-pytest with ``-s`` to see them).
+"""Tests of flowlaws.percolation.cascade.judge, detect, power and statistic against answers
+known in advance (the calibration tables: test_calibration.py). Each test prints what it
+measured (run pytest with ``-s`` to see them).
 """
 
 from __future__ import annotations
@@ -8,42 +8,122 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowlaws.percolation.cascade import judge, statistic, variance
+from flowlaws.percolation.cascade import detect, judge, power, statistic, variance
+from flowlaws.percolation.cascade.config import SMOKE
+from flowlaws.percolation.cascade.geometry import THREE_LEVELS
 from flowlaws.percolation.toys import cascades
 
 ALPHA = 0.05
+FAST = SMOKE.replace(n_power=0, sizes=())
 
 
 def staircases(M: int, n: int, rng: np.random.Generator, timing: str) -> tuple:
     return cascades.random_staircases(M, n, rng, timing)
 
 
-def test_hierarchical_merging_is_a_cascade_near_lambda_2_and_random_pairs_are_not():
+def test_hierarchical_merging_is_never_refuted_and_random_pairs_are_never_a_cascade():
     p = cascades.merged_fraction(256)
     for seed in (0, 1):
-        v = judge.judge_cascade(cascades.hierarchical_runs(256, 64, seed=seed), p,
-                                       n_null=39, n_power=0, n_boot=100, seed=seed)
+        cfg = FAST.replace(n_null=39, n_boot=100, seed=seed)
+        v = judge.judge_cascade(cascades.hierarchical_runs(256, 64, seed=seed), p, cfg)
         print(f"\nhierarchical N=256: {v}")
-        assert v.verdict == "cascade" and abs(v.lam - 2.0) <= 0.3 and len(v.peaks) >= 4
-        v = judge.judge_cascade(cascades.asynchronous_runs(256, 64, seed=seed), p,
-                                       n_null=39, n_power=0, n_boot=100, seed=seed)
+        # its spacing ratios are 2 + 1/(n_g − 1): geometric far from p_c, not near it
+        assert v.verdict != "no cascade"
+        assert v.verdict != "cascade" or abs(v.lam - 2.0) <= 0.2
+        v = judge.judge_cascade(cascades.asynchronous_runs(256, 64, seed=seed), p, cfg)
         print(f"random pairs N=256: {v}")
         assert v.verdict != "cascade"
 
 
-def test_the_verdict_is_three_way_and_always_carries_p_value_and_power():
+def test_evenly_spaced_shared_levels_are_not_a_cascade():
+    """Issue 24's reproduction: four doublings at arithmetic positions, 64 runs."""
+    p = np.linspace(0, 1, 1024)
+    rng = np.random.default_rng(1)
+    for s in range(3):
+        T = np.array([0.2, 0.4, 0.6, 0.8]) + 0.02 * rng.standard_normal((64, 4))
+        C = 2.0 ** (p[None, :, None] >= T[:, None, :]).sum(2)
+        v = judge.judge_cascade(C, p, FAST.replace(seed=s))
+        print(f"\narithmetic levels: {v}")
+        assert v.verdict == "inconclusive" and v.p_value <= ALPHA and not v.geometric
+
+
+def test_a_planted_cascade_is_found_with_lambda_and_p_c():
+    p = np.linspace(0, 1, 1024)
+    C = cascades.planted_ensemble(p, 64, p_c=0.9, lam=2.0, first=0.2, n_levels=4,
+                                  jitter=0.05, noise=0.0, seed=100)
+    v = judge.judge_cascade(C, p, FAST)
+    print(f"\nplanted λ = 2: {v}")
+    assert v.verdict == "cascade" and v.geometric
+    assert v.lam_low <= 2.0 <= v.lam_high or abs(v.lam - 2) < 0.1
+    assert v.p_c == pytest.approx(0.9, abs=0.02)
+
+
+def test_three_levels_are_inconclusive_without_p_c_and_judged_with_it():
+    p = np.linspace(0, 1, 1024)
+    C = cascades.planted_ensemble(p, 64, p_c=0.9, lam=2.0, first=0.3, n_levels=3,
+                                  jitter=0.05, noise=0.0, seed=7)
+    free = judge.judge_cascade(C, p, FAST)
+    print(f"\nthree levels, p_c free: {free}")
+    assert free.verdict != "no cascade"
+    if len(free.peaks) == 3:
+        assert free.verdict == "inconclusive" and free.reason == THREE_LEVELS
+    given = judge.judge_cascade(C, p, FAST, p_c=0.9, p_c_err=0.005)
+    print(f"three levels, p_c given: {given}")
+    assert given.verdict == "cascade" and given.lam == pytest.approx(2.0, rel=0.1)
+    assert given.p_c_given == 0.9 and "p_c given" in str(given)
+
+
+def test_the_verdict_is_three_way_with_the_power_interval_and_the_deciding_size():
     rng = np.random.default_rng(3)
-    C, p = staircases(64, 256, rng, "uniform")
+    C, p = staircases(32, 256, rng, "uniform")
     C[:3, 50] = np.nan  # three diverged runs
-    v = judge.judge_cascade(C, p, n_null=19, n_power=10, n_boot=50, seed=1)
+    cfg = SMOKE.replace(n_power=17, n_null=19, n_boot=20, sizes=(16, 32), seed=1)
+    v = judge.judge_cascade(C, p, cfg)
     text = str(v)
-    assert v.n_runs == 61 and v.n_dropped == 3 and v.n_points == 256
+    print(f"\nstaircases: {v}")
+    assert v.n_runs == 29 and v.n_dropped == 3 and v.n_points == 256
     assert f"p = {v.p_value:.3f}" in text and f"power {v.power:.2f}" in text
-    assert v.verdict == ("no cascade" if v.power >= 0.8 else "inconclusive") or (
-        v.verdict == "cascade" and v.p_value <= ALPHA)
-    small = judge.judge_cascade(C[3:11], p, n_null=19, n_power=0, n_boot=20)
-    assert small.verdict in ("inconclusive", "cascade") and np.isnan(small.power)
-    assert "power not measured" in str(small)
+    assert 0 <= v.power_low <= v.power <= v.power_high <= 1
+    if v.verdict == "no cascade":
+        assert v.power_low >= 0.8
+    if v.verdict == "inconclusive" and v.reason != THREE_LEVELS:
+        assert v.curve is not None and v.curve.sizes[0] == 16
+        assert v.decision.startswith(("decides at", "undecidable by this test", "not decided"))
+        assert (v.decides_at is not None) == v.decision.startswith("decides at")
+    assert v.config == cfg and isinstance(v, judge.CACHEABLE)
+
+
+@pytest.mark.parametrize("kw, name", [
+    ({"jump": float("nan")}, "jump"), ({"jump": 0.0}, "jump"), ({"jump": -1.0}, "jump"),
+    ({"p_c": 0.5}, "p_c_err"), ({"p_c": 0.5, "p_c_err": 0.0}, "p_c_err"),
+    ({"p_c_err": 0.1}, "p_c"),
+])
+def test_bad_arguments_are_refused_by_name(kw, name):
+    C, p = staircases(8, 128, np.random.default_rng(0), "uniform")
+    with pytest.raises((ValueError, TypeError), match=name):
+        judge.judge_cascade(C, p, FAST, **kw)
+
+
+def test_bad_data_is_refused_by_name():
+    C, p = staircases(8, 128, np.random.default_rng(0), "uniform")
+    with pytest.raises(ValueError, match="negative"):
+        judge.judge_cascade(-C, p, FAST)
+    q = p.copy()
+    q[5] = np.inf
+    with pytest.raises(ValueError, match="p holds NaN or inf"):
+        judge.judge_cascade(C, q, FAST)
+    with pytest.raises(TypeError, match="config"):
+        judge.judge_cascade(C, p, {"alpha": 0.05})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="points"):
+        judge.judge_cascade(C[:, :40], p[:40], FAST)
+
+
+def test_all_runs_diverged_is_inconclusive_without_numbers():
+    C = np.full((3, 100), np.nan)
+    C[0] = 1.0
+    v = judge.judge_cascade(C, np.linspace(0, 1, 100), FAST)
+    assert v.verdict == "inconclusive" and np.isnan(v.p_value) and v.n_runs == 1
+    assert "nothing to judge" in v.reason
 
 
 def test_delta_method_error_of_R_matches_the_run_bootstrap():
@@ -81,14 +161,15 @@ def test_injected_cascades_sit_inside_the_window_and_converge_either_way():
     p = np.linspace(0, 1, 512)
     C = np.ones((20, 512))
     for direction in (1, -1):
-        planted, levels, p_c = judge.inject_cascade(C, p, rng, lam=2.0,
-                                                           direction=direction)
+        planted, levels, p_c = detect.inject_cascade(C, p, rng, lam=2.0, direction=direction)
         assert np.all((levels > 0) & (levels < 1)) and np.all(planted[:, -1 if direction > 0
                                                                     else 0] == 1 + 4)
         est = variance.estimate_lambda(levels)
         assert est.lam == pytest.approx(2.0) and est.p_c == pytest.approx(p_c)
+    planted, levels, p_c = detect.inject_cascade(C, p, rng, lam=2.0, n_levels=3, p_c=0.8)
+    assert p_c == 0.8 and len(levels) == 3 and np.all(levels < 0.8)
     with pytest.raises(ValueError, match="too coarse"):
-        judge.inject_cascade(np.ones((4, 60)), np.linspace(0, 1, 60), rng, lam=2.0)
+        detect.inject_cascade(np.ones((4, 60)), np.linspace(0, 1, 60), rng, lam=2.0)
 
 
 def test_hierarchical_and_random_pair_runs_are_merge_histories():
@@ -103,55 +184,44 @@ def test_hierarchical_and_random_pair_runs_are_merge_histories():
         cascades.hierarchical_runs(48, 2)
 
 
-def test_runs_for_power_tries_sizes_until_the_target_and_says_when_none_reaches_it():
-    p = np.linspace(0, 1, 256)
-
-    def model(n_runs: int, seed: int) -> np.ndarray:
-        return staircases(n_runs, 256, np.random.default_rng(seed), "uniform")[0]
-
-    kw = {"n_power": 4, "n_null": 19, "n_boot": 20}
-    found = judge.runs_for_power(model, p, sizes=(4, 64), target=0.5, **kw)
-    assert found.sizes[-1] == (found.n_runs or 64) and len(found.powers) == len(found.sizes)
-    assert all(0 <= x <= 1 for x in found.powers)
-    never = judge.runs_for_power(model(8, 0), p, sizes=(4,), target=1.01, **kw)
-    assert never.n_runs is None and never.sizes == [4]
-
-
-def test_a_window_too_coarse_for_four_levels_gives_no_power_and_says_why():
+def test_a_window_too_coarse_for_four_levels_names_the_grid_that_decides():
     rng = np.random.default_rng(4)
     C, p = staircases(16, 128, rng, "uniform")
-    v = judge.judge_cascade(C, p, n_null=19, n_power=3, n_boot=10)
+    v = judge.judge_cascade(C, p, SMOKE.replace(sizes=()))
     assert np.isnan(v.power) and "too coarse" in v.note and v.verdict != "no cascade"
-    assert "power not measured (the window of 128 points" in str(v)
-    assert "needs ≥ 179 points" in v.note
+    if v.verdict == "inconclusive" and v.reason != THREE_LEVELS:
+        assert "decides at a grid of ≥ 179 points" in v.decision
 
 
 def test_min_points_for_power_is_the_grid_on_which_four_levels_fit():
-    need = judge.min_points_for_power(2.0, 4)
+    need = detect.min_points_for_power(2.0, 4)
     assert need == 179
     rng = np.random.default_rng(5)
     for _ in range(20):  # every draw fits on `need` points
-        judge.inject_cascade(np.ones((4, need)), np.linspace(0, 1, need), rng, lam=2.0)
+        detect.inject_cascade(np.ones((4, need)), np.linspace(0, 1, need), rng, lam=2.0)
     with pytest.raises(ValueError, match="needs ≥ 179 points"):
-        judge.inject_cascade(np.ones((4, need - 1)), np.linspace(0, 1, need - 1), rng,
-                                    lam=2.0)
+        detect.inject_cascade(np.ones((4, need - 1)), np.linspace(0, 1, need - 1), rng,
+                              lam=2.0)
+
+
+def test_a_flat_power_curve_is_undecidable_and_says_why():
+    C = np.ones((8, 256))
+    flat = power.PowerCurve((16, 32, 64), (0.1, 0.12, 0.1), (0.0, 0.0, 0.0),
+                            (0.3, 0.3, 0.3), True, 256)
+    C[:, 100:] += np.random.default_rng(0).integers(0, 5, (8, 1))
+    n, text = power.decision_size(flat, C, 0.1)
+    assert n is None and text.startswith("undecidable by this test") and "spread" in text
+    rising = flat.__class__((16, 32), (0.1, 0.6), (0.0, 0.4), (0.3, 0.8), False, 256)
+    assert power.decision_size(rising, C, 0.1)[1].startswith("not decided up to 32")
+    done = flat.__class__((16, 32), (0.5, 0.97), (0.3, 0.85), (0.7, 1.0), False, 256)
+    assert power.decision_size(done, C, 0.1) [0] == 32
 
 
 def test_detectable_jump_climbs_the_ladder_until_the_power_target():
     C, p = staircases(32, 256, np.random.default_rng(6), "uniform")
-    kw = {"n_power": 4, "n_null": 19, "n_boot": 20, "seed": 0}
-    base = judge.typical_jump(C)
+    cfg = SMOKE.replace(n_null=19, n_boot=20, jump_ladder=(1.0, 8.0))
+    base = detect.typical_jump(C)
     d = np.diff(C, axis=1)
     assert base == np.median(d[d != 0])  # every step of an integer staircase is a jump
-    jump, tried = judge.detectable_jump(C, p, ladder=(1.0, 8.0), known={1.0: 0.9}, **kw)
-    assert jump == base and tried == [(1.0, 0.9)]  # a known power is not measured again
-    jump, tried = judge.detectable_jump(C, p, ladder=(1.0, 2.0), target=1.01, **kw)
-    assert np.isinf(jump) and [k for k, _ in tried] == [1.0, 2.0]
-    assert all(0 <= pw <= 1 for _, pw in tried)
-    v = judge.judge_cascade(C, p, n_null=19, n_power=4, n_boot=20,
-                                   jump_ladder=(1.0, 4.0, 16.0))
-    if v.verdict != "cascade":
-        assert v.ladder and v.ladder[0] == (1.0, v.power) and v.jump == base
-        assert ("detectable jump" in str(v)) == np.isfinite(v.detectable)
-    plain = judge.judge_cascade(C, p, n_null=19, n_power=4, n_boot=20)
-    assert np.isnan(plain.detectable) and "detectable" not in str(plain)
+    jump, tried = power.detectable_jump(C, p, cfg, known={1.0: (0.95, 0.85)})
+    assert jump == base and tried == [(1.0, 0.95)]  # a known power is not measured again

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flowlaws.percolation.cascade.config import SMOKE
 from flowlaws.percolation.grokking.analysis import align_to_grok, delay_summary, judge_series
 
 
@@ -41,8 +42,8 @@ def test_judge_series_marks_a_constant_order_parameter_and_corrects_for_the_rest
     rng = np.random.default_rng(0)
     x = np.arange(120.0)  # too short for power at λ = 2.11: no runs_needed search
     stairs = 1 + np.cumsum(rng.random((16, 120)) < 0.03, axis=1)
-    rows = judge_series({"flat": (np.ones((16, 120)), x), "stairs": (stairs, x)}, n_null=19,
-                        n_power=5, n_boot=20)
+    cfg = SMOKE.replace(n_null=19, n_power=17, n_boot=20, lam_claimed=2.11)
+    rows = judge_series({"flat": (np.ones((16, 120)), x), "stairs": (stairs, x)}, cfg)
     assert [r["name"] for r in rows] == ["flat", "stairs"]
     assert rows[0]["constant"] and rows[0]["verdict"] == "inconclusive"
     assert not rows[1]["constant"] and rows[1]["verdict"] in ("cascade", "no cascade",
