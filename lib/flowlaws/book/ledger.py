@@ -41,6 +41,7 @@ __all__ = [
     "REVISED",
     "VERDICTS",
     "VERDICT_SUFFIX",
+    "as_ledger_verdict",
     "glued_values",
     "record_claim",
     "record_value",
@@ -64,6 +65,15 @@ def verdict_of(holds: bool, conclusive: bool = True) -> str:
     if not bool(conclusive):  # numpy and one-element torch booleans too
         return "inconclusive at this size"
     return "holds" if bool(holds) else "fails"
+
+
+def as_ledger_verdict(verdict: str) -> str:
+    """A three-way test's word as a ledger verdict: ``"inconclusive"`` becomes ``"inconclusive at
+    this size"``; a ledger verdict is returned unchanged; anything else is refused by name."""
+    verdict = "inconclusive at this size" if verdict == "inconclusive" else verdict
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict must be 'inconclusive' or one of {VERDICTS}, got {verdict!r}")
+    return verdict
 
 
 def verdict_of_all(verdicts: Iterable[str]) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from flowlaws.percolation.cascade.verdicts import ensemble_verdict
+from flowlaws.percolation.cascade.config import CascadeConfig
+from flowlaws.percolation.cascade.verdicts import EnsembleVerdict, ensemble_verdict
 from flowlaws.percolation.dynamics.adaptive import (
     cmax_curves,
     merged_ensemble,
@@ -153,16 +154,14 @@ def cascade_run(task: AdamTask, opt: str, lr: float, runs: int, noise_seed: int,
 
 
 def adam_verdict(task: AdamTask, opt: str, lr: float, C: np.ndarray, steps: np.ndarray, *,
-                 cascade_kw: dict, lam: float, alpha: float, seed: int, n_null: int,
-                 n_power: int, n_boot: int, n_surrogates: int,
-                 power_sizes: tuple[int, ...] = ()) -> dict:
-    """The cascade test's verdict on one setting's ``C`` ``(runs, T)`` at ``steps``, by
-    :func:`flowlaws.percolation.cascade.verdicts.ensemble_verdict` at the seed's ``lam``; an
-    inconclusive verdict measures the power again on fresh ensembles of ``power_sizes`` runs
-    (:func:`cascade_run` with ``cascade_kw``, new noise seeds)."""
+                 cascade_kw: dict, config: CascadeConfig,
+                 n_surrogates: int = 500) -> EnsembleVerdict:
+    """The cascade test's verdict on one setting's ``C`` ``(runs, T)`` at ``steps``
+    (:func:`flowlaws.percolation.cascade.verdicts.ensemble_verdict` with ``config``, the seed's
+    surrogate test beside it); an inconclusive verdict measures the power again on fresh
+    ensembles of ``config.sizes`` runs (:func:`cascade_run` with ``cascade_kw``, new noise
+    seeds)."""
     def fresh(runs: int, s: int) -> np.ndarray:
         return cascade_run(task, opt, lr, runs, s + runs, **cascade_kw)["C"]
 
-    return ensemble_verdict(C, steps, lam=lam, alpha=alpha, seed=seed, n_null=n_null,
-                            n_power=n_power, n_boot=n_boot, n_surrogates=n_surrogates,
-                            power_sizes=tuple(power_sizes), source=fresh)
+    return ensemble_verdict(C, steps, config, n_surrogates=n_surrogates, source=fresh)
