@@ -15,6 +15,7 @@ import torch
 
 from flowlaws.book.style import COLUMN_INCHES
 from flowlaws.percolation.cascade.variance import noise_scale, relative_variance
+from flowlaws.percolation.cascade.verdicts import EnsembleVerdict
 from flowlaws.percolation.dynamics.adaptive import cmax_curves, train_ensemble
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, ensemble_forward, ensemble_init
 
@@ -57,23 +58,24 @@ def run_report(name: str, r: dict) -> str:
             "its steps are exactly flat)")
 
 
-def run_figure(r: dict, verdict: dict, title: str) -> plt.Figure:
+def run_figure(r: dict, verdict: EnsembleVerdict, title: str) -> plt.Figure:
     """Mean C_max and R against the step, with the raw detector's chain (open circles, not
-    evidence) and the persistent peaks of a cascade the test found (triangles); the title
-    carries the verdict and its p-value (``verdict``: the cascade test's record)."""
+    evidence) and the persistent peaks of a cascade the test found (triangles, drawn only when
+    the verdict is "cascade"); the title carries the verdict and its p-value."""
     fig, axes = plt.subplots(2, 1, figsize=(COLUMN_INCHES, 4.6), sharex=True)
     axes[0].plot(r["steps"], r["C"].mean(0))
     axes[1].plot(r["steps"], r["R"], lw=0.8)
-    marks = (("raw_peaks", "o", "raw detector's chain (not evidence)"),
-             ("peaks", "v", "persistent peaks of a cascade found"))
-    for key, mark, text in marks:
-        pk = np.asarray(verdict[key])
+    v = verdict.cascade
+    found = v.peaks if v.verdict == "cascade" else ()
+    marks = ((verdict.seed.raw_peaks, "o", "raw detector's chain (not evidence)"),
+             (found, "v", "persistent peaks of the cascade found"))
+    for peaks, mark, text in marks:
+        pk = np.asarray(peaks, dtype=float)
         if len(pk):
             y = np.interp(pk, r["steps"], r["R"])
             axes[1].plot(pk, y, mark, mfc="none" if mark == "o" else None, ms=8, label=text)
-    if len(verdict["raw_peaks"]) or len(verdict["peaks"]):
+    if len(verdict.seed.raw_peaks) or len(found):
         axes[1].legend()
-    axes[0].set(ylabel="mean C_max",
-                title=f"{title}: {verdict['verdict']}, p = {verdict['p_value']:.3f}")
+    axes[0].set(ylabel="mean C_max", title=f"{title}: {v.verdict}, p = {v.p_value:.3f}")
     axes[1].set(xlabel="step", ylabel="relative variance R", xscale="log")
     return fig

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import matplotlib
 import numpy as np
 import torch
@@ -20,7 +22,9 @@ def test_data_run_records_c_max_and_its_relative_variance():
     assert r["C"].shape == (5, 5) and list(r["steps"]) == [0, 5, 10, 15, 20]
     assert r["R"].shape == (5,) and 0.0 <= r["acc"] <= 1.0 and 0.0 <= r["flat"] <= 1.0
     assert "training accuracy" in run_report("toy", r) and "\n" in run_report("toy", r)
-    verdict = {"raw_peaks": [5.0], "peaks": [], "verdict": "inconclusive", "p_value": 0.5}
+    cascade = SimpleNamespace(peaks=(10.0,), verdict="inconclusive", p_value=0.5)
+    verdict = SimpleNamespace(cascade=cascade, seed=SimpleNamespace(raw_peaks=(5.0,)))
     fig = run_figure(r, verdict, "toy")
+    assert len(fig.axes[1].lines) == 2  # R and the raw chain; no peaks of a cascade not found
     assert "inconclusive, p = 0.500" in fig.axes[0].get_title()
     assert np.isfinite(r["noise"])
