@@ -22,10 +22,14 @@ from flowlaws.percolation.cascade.surrogates import surrogate_test
 from flowlaws.percolation.cascade.variance import finite_runs, relative_variance
 
 __all__ = [
-    "lambda_claim", "grid_claim", "claim_numbers", "detectable_text", "verdict_line",
+    "INCONCLUSIVE", "lambda_claim", "grid_claim", "claim_numbers", "detectable_text",
+    "verdict_line",
     "SeedTest", "seed_test", "EnsembleVerdict", "ensemble_verdict", "verdict_lines",
     "family_line", "ledger_texts", "CACHEABLE",
 ]
+
+
+INCONCLUSIVE = "inconclusive at this size"  # the claims ledger's word (flowlaws.book.ledger)
 
 
 def lambda_claim(v: CascadeVerdict, lam: float | None = None) -> str:
@@ -33,29 +37,29 @@ def lambda_claim(v: CascadeVerdict, lam: float | None = None) -> str:
     ``config.lam_claimed``), with the margin ``m = config.lam_margin`` declared in
     :mod:`~flowlaws.percolation.cascade.config`: ``"holds"`` for a cascade whose λ̂ 95 %
     interval lies inside ``lam·(1 ± m)``; ``"fails"`` for "no cascade", or a cascade whose
-    interval misses ``lam·(1 ± m)`` entirely; ``"inconclusive"`` otherwise (the interval
+    interval misses ``lam·(1 ± m)`` entirely; :data:`INCONCLUSIVE` otherwise (the interval
     straddles the band's edge, or the verdict is inconclusive)."""
     lam = v.config.lam_claimed if lam is None else float(lam)
     lo, hi = lam * (1 - v.config.lam_margin), lam * (1 + v.config.lam_margin)
     if v.verdict == "no cascade":
         return "fails"
     if v.verdict != "cascade" or not np.isfinite(v.lam_low):
-        return "inconclusive"
+        return INCONCLUSIVE
     if lo <= v.lam_low and v.lam_high <= hi:
         return "holds"
     if v.lam_high < lo or v.lam_low > hi:
         return "fails"
-    return "inconclusive"
+    return INCONCLUSIVE
 
 
 def grid_claim(rows: Sequence, rejected: np.ndarray) -> str:
     """The ledger's verdict on "these ensembles show a DSI cascade" over a grid of settings
     (:func:`~flowlaws.percolation.cascade.stats.grid_summary`'s ``rejected``): ``"holds"``
     when some setting is a cascade after Holm's correction, ``"fails"`` when every setting is
-    "no cascade", ``"inconclusive"`` otherwise."""
+    "no cascade", ``"inconclusive at this size"`` otherwise."""
     if any(bool(k) and r["verdict"] == "cascade" for k, r in zip(rejected, rows, strict=True)):
         return "holds"
-    return "fails" if all(r["verdict"] == "no cascade" for r in rows) else "inconclusive"
+    return "fails" if all(r["verdict"] == "no cascade" for r in rows) else INCONCLUSIVE
 
 
 def claim_numbers(v: CascadeVerdict, *, with_claimed_lam: bool = False) -> str:
@@ -190,7 +194,7 @@ def ledger_texts(v: EnsembleVerdict | CascadeVerdict, rejected: bool | None = No
     p-value does not survive it is inconclusive); the number is :func:`claim_numbers`."""
     v = v.cascade if isinstance(v, EnsembleVerdict) else v
     if v.verdict == "cascade" and rejected is False:
-        return "inconclusive", (claim_numbers(v, with_claimed_lam=True)
+        return INCONCLUSIVE, (claim_numbers(v, with_claimed_lam=True)
                                 + "; its p-value does not survive Holm's correction")
     return lambda_claim(v), claim_numbers(v, with_claimed_lam=True)
 

@@ -11,6 +11,7 @@ from flowlaws.percolation.cascade.judge import judge_cascade
 from flowlaws.percolation.cascade.surrogates import surrogate_test
 from flowlaws.percolation.cascade.variance import relative_variance
 from flowlaws.percolation.cascade.verdicts import (
+    INCONCLUSIVE,
     claim_numbers,
     ensemble_verdict,
     family_line,
@@ -45,14 +46,14 @@ def test_lambda_against_a_claim_is_judged_by_its_interval_and_the_margin():
     assert v.verdict == "cascade"
     with_lam = {"lam_low": 1.85, "lam_high": 1.95, "lam": 1.9}
     assert lambda_claim(dataclasses.replace(v, **with_lam), 2.0) == "holds"  # inside 1.8–2.2
-    assert lambda_claim(dataclasses.replace(v, **with_lam), 1.71) == "inconclusive"  # 1.88 edge
+    assert lambda_claim(dataclasses.replace(v, **with_lam), 1.71) == INCONCLUSIVE  # 1.88 edge
     # issue 24: λ̂ = 1.81 ± 0.04 is not "λ ≈ 2": its interval straddles the margin's edge
     straddle = {"lam": 1.81, "lam_low": 1.81 - 0.08, "lam_high": 1.81 + 0.08}
-    assert lambda_claim(dataclasses.replace(v, **straddle), 2.0) == "inconclusive"
+    assert lambda_claim(dataclasses.replace(v, **straddle), 2.0) == INCONCLUSIVE
     far = {"lam": 1.5, "lam_low": 1.45, "lam_high": 1.55}
     assert lambda_claim(dataclasses.replace(v, **far), 2.0) == "fails"
     assert lambda_claim(dataclasses.replace(v, verdict="no cascade"), 2.0) == "fails"
-    assert lambda_claim(dataclasses.replace(v, verdict="inconclusive"), 2.0) == "inconclusive"
+    assert lambda_claim(dataclasses.replace(v, verdict="inconclusive"), 2.0) == INCONCLUSIVE
     assert claim_numbers(v).startswith("cascade: λ = ")
 
 
@@ -61,8 +62,8 @@ def test_a_planted_cascade_holds_and_its_record_carries_both_tests():
     ev = ensemble_verdict(C, p, CFG, n_surrogates=9)
     assert ev["verdict"] == "cascade" and ev["p_value"] <= 0.05 and ev.cascade.decides_at is None
     assert abs(ev["lam"] - 2.0) < 0.2
-    assert ledger_texts(ev)[0] in ("holds", "inconclusive")
-    assert ledger_texts(ev, rejected=False)[0] == "inconclusive"
+    assert ledger_texts(ev)[0] in ("holds", INCONCLUSIVE)
+    assert ledger_texts(ev, rejected=False)[0] == INCONCLUSIVE
     assert "surrogate p" in verdict_lines("planted", ev)
     assert ev["surrogate_p"] == ev.seed.seed_p
 
@@ -90,7 +91,7 @@ def test_an_inconclusive_verdict_searches_sizes_in_fresh_runs_when_given():
     if v.verdict == "inconclusive" and v.curve is not None:
         assert not v.curve.resampled and asked[0] == 8
         assert v.decision and v.decision in verdict_line("stairs", v)
-    assert ledger_texts(ev)[0] in ("fails", "inconclusive")
+    assert ledger_texts(ev)[0] in ("fails", INCONCLUSIVE)
 
 
 def test_family_line_counts_the_settings_and_applies_holm():
@@ -101,5 +102,5 @@ def test_family_line_counts_the_settings_and_applies_holm():
     assert rejected == {"a": True, "b": False, "c": False}  # 0.03 > 0.05/2
     rows = list(recs.values())
     assert grid_claim(rows, np.array([True, False, False])) == "holds"
-    assert grid_claim(rows, np.array([False, False, False])) == "inconclusive"
+    assert grid_claim(rows, np.array([False, False, False])) == INCONCLUSIVE
     assert grid_claim([{"verdict": "no cascade"}] * 2, np.array([False, False])) == "fails"
