@@ -49,6 +49,7 @@ __all__ = [
     "setup_ledger",
     "verdict_of",
     "verdict_of_all",
+    "verdict_of_any",
 ]
 
 VERDICTS = ("holds", "fails", "inconclusive at this size", "not testable here")
@@ -74,6 +75,19 @@ def as_ledger_verdict(verdict: str) -> str:
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be 'inconclusive' or one of {VERDICTS}, got {verdict!r}")
     return verdict
+
+
+def verdict_of_any(verdicts: Iterable[str]) -> str:
+    """The verdict on a claim that some of several tests must show: ``"holds"`` when any part
+    holds, ``"fails"`` when every part fails (and there is at least one), else ``"inconclusive
+    at this size"``."""
+    kinds = set(verdicts)
+    unknown = kinds - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"verdicts must be among {VERDICTS}, got {sorted(unknown)}")
+    if "holds" in kinds:
+        return "holds"
+    return "fails" if kinds == {"fails"} else "inconclusive at this size"
 
 
 def verdict_of_all(verdicts: Iterable[str]) -> str:

@@ -141,3 +141,14 @@ def test_a_three_way_tests_inconclusive_is_the_ledgers_inconclusive_at_this_size
     assert [as_ledger_verdict(v) for v in VERDICTS] == list(VERDICTS)
     with pytest.raises(ValueError, match="verdict"):
         as_ledger_verdict("cascade")
+
+
+def test_verdict_of_any():
+    from flowlaws.book.ledger import verdict_of_any
+
+    assert verdict_of_any(["fails", "holds"]) == "holds"
+    assert verdict_of_any(["fails", "fails"]) == "fails"
+    assert verdict_of_any(["fails", "inconclusive at this size"]) == "inconclusive at this size"
+    assert verdict_of_any([]) == "inconclusive at this size"
+    with pytest.raises(ValueError, match="verdicts"):
+        verdict_of_any(["cascade"])

@@ -39,14 +39,18 @@ def _revised(first_declared: str, seen: str) -> FirstRule:
                      why=_WHY_NEW, seen=seen)
 
 
-def first_cascade_verdict(v: Any, *, rejected: bool | None = None) -> str:
+def first_cascade_verdict(v: Any, *, rejected: bool | None = None, check_lam: bool = True
+                          ) -> str:
     """The verdict under the first rule of a cascade claim ("a cascade with λ ≈ the claimed λ"),
     reconstructed from a cascade verdict's attributes (``p_value``, ``alpha``, ``peaks``,
     ``lam``, ``lam_claimed``, ``power``): found when ``p ≤ α`` with four persistent peaks
     (geometry not required) and, when ``rejected`` is given, Holm's correction rejects; then
-    "holds" within 15 % of the claimed λ, else "fails"; "fails" for a point power ≥ 0.8 without
-    a cascade; else "inconclusive at this size"."""
+    "holds" within 15 % of the claimed λ, else "fails" (``check_lam=False``: "holds" whatever
+    λ, as grokking_cascade's first rule read it); "fails" for a point power ≥ 0.8 without a
+    cascade; else "inconclusive at this size"."""
     found = v.p_value <= v.alpha and len(v.peaks) >= 4 and rejected is not False
+    if found and not check_lam:
+        return "holds"
     if found and math.isfinite(v.lam):
         return "holds" if abs(v.lam - v.lam_claimed) <= 0.15 * v.lam_claimed else "fails"
     if not found and math.isfinite(v.power) and v.power >= 0.8:
