@@ -6,6 +6,10 @@ hand reads it with `JUPYTER_CONFIG_PATH=/path/to/flowlaws`). Saving a notebook w
 widgets as static outputs, so a reopened notebook shows each figure without a kernel, never
 "Error displaying widget: model not found" (see lib/flowlaws/book/saved_outputs.py). The
 module is loaded by its path: the server does not import flowlaws (and torch).
+
+The same folder on JUPYTER_CONFIG_PATH gives JupyterLab `labconfig/page_config.json`, which
+turns off Lab's news announcements: a first start of `make lab` opens on the chapter, not on a
+pop-up asking whether to fetch Jupyter's news (tests/book/test_lab.py checks that none shows).
 """
 
 import importlib.util

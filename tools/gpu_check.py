@@ -104,7 +104,7 @@ def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
 
     from flowlaws.percolation.grokking.analysis import align_to_grok, delay_summary, judge_series
     from flowlaws.percolation.grokking.fourier import frequency_cmax
-    from flowlaws.percolation.grokking.training import GrokConfig, train
+    from flowlaws.percolation.grokking.training import GrokConfig, train_grokking
 
     t0 = time.perf_counter()
     kw = TINY if cpu_smoke else FULL
@@ -115,8 +115,8 @@ def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
         if run is not None and time.perf_counter() - t0 + 1.5 * per_chunk > budget:
             break
         tc = time.perf_counter()
-        run = train(GrokConfig(**{**kw, "n_steps": target}), device=device, cache_dir=cache,
-                    progress=False)
+        run = train_grokking(GrokConfig(**{**kw, "n_steps": target}), device=device,
+                             cache_dir=cache, progress=False)
         per_chunk = max(per_chunk, time.perf_counter() - tc) if run.resumed_from < target else 0
     steps = run.steps
     delay = delay_summary(steps, run.train_acc, run.test_acc)

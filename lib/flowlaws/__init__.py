@@ -13,14 +13,17 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the update rules of SGD, heavy ball, Adam, AdamW, written once (I.5, II.6, II.7)
 - :mod:`flowlaws.common.fits`
   power-law fits with standard errors (I.5, I.6, II.4)
+- :mod:`flowlaws.common.chunks`
+  ensembles and sweeps in chunks of runs, here or on a Dask cluster, cached and resumable
+  (II.5, II.8, full presets)
 - :mod:`flowlaws.common.checks`
   argument checks that name the argument (everywhere)
 
 ``flowlaws.conservation``: Part I, conservation laws of gradient flow
 
 - :mod:`flowlaws.conservation.laws`
-  the seed's laws per architecture, block by block in composite models; orthogonality, drift
-  (I.1–I.4, I.6)
+  the seed's laws per architecture (balancedness among them), block by block in composite
+  models; orthogonality, drift (I.1–I.6)
 - :mod:`flowlaws.conservation.flat_params`
   a model as a function of one flat θ: layout, Jacobian, the inputs each model takes (I.1–I.6)
 - :mod:`flowlaws.conservation.lie_count`
@@ -32,11 +35,12 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.conservation.relu_units`
   dead, linear and active ReLU units; seeds redrawn until none is degenerate (I.2)
 - :mod:`flowlaws.conservation.count_tables`
-  counts against closed forms, one row per model (I.2, I.3)
-- :mod:`flowlaws.conservation.moe`
-  the seed's MoE laws against the count, gate by gate (I.4)
+  counts against closed forms, one row per model; the seed's MoE laws against the count, gate
+  by gate (I.2–I.4)
+- :mod:`flowlaws.conservation.losses`
+  losses of a parameter dict, their gradients, the linear regression set-up (I.1, I.2, I.4–I.6)
 - :mod:`flowlaws.conservation.flow`
-  gradient flow, losses, conservation errors (I.1, I.2, I.4, I.5)
+  gradient flow and its recorded path, conservation errors (I.1, I.2, I.4, I.5)
 - :mod:`flowlaws.conservation.training`
   discrete optimisers that record the laws (I.1, I.5, I.6)
 - :mod:`flowlaws.conservation.discrete`
@@ -57,11 +61,14 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.dynamics.loop`
   the one loop that advances an ensemble, divergence included (II.1–II.9)
 - :mod:`flowlaws.percolation.dynamics.sde`
-  Euler–Maruyama, SGD as an SDE, plain ensemble SGD (II.1–II.5, II.9)
+  Euler–Maruyama, SGD read as an SDE (II.1, II.2)
 - :mod:`flowlaws.percolation.dynamics.sgd`
-  teacher data, planted pairs, lr sweeps, the SGD order parameter (II.1–II.5)
+  plain ensemble SGD, a loop over steps; lr sweeps, the SGD order parameter, SGD against its
+  SDE (II.1–II.5, II.9)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
-  Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8, II.9)
+  SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
+- :mod:`flowlaws.percolation.dynamics.seeded`
+  chunks of ensembles seeded run by run, for Dask and the full presets (II.5, II.8)
 - :mod:`flowlaws.percolation.dynamics.adam_runs`
   II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
 - :mod:`flowlaws.percolation.dynamics.data_runs`
@@ -70,7 +77,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
 - :mod:`flowlaws.percolation.topology.clusters`
-  invariant sets, merged groups and the order parameter C_max (II.2–II.9)
+  invariant sets, merged groups, pair distances and the order parameter C_max, per run and
+  along a recorded path (II.2–II.9)
 - :mod:`flowlaws.percolation.topology.reeb`
   Reeb graphs of merges and splits (II.3, II.9)
 - :mod:`flowlaws.percolation.topology.fragmentation`
@@ -102,6 +110,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the controls judged (hierarchical, random-pair, ring) and the SGD experiment (II.5)
 - :mod:`flowlaws.percolation.cascade.slider`
   a verdict as a slider point and caption badge (II.5)
+- :mod:`flowlaws.percolation.cascade.search`
+  the search for an SGD setting with a real cascade, declared before it ran (II.5)
 - :mod:`flowlaws.percolation.cascade.verdicts`
   verdict lines, λ against a claim, the seed's test beside a verdict, ledger texts (II.5–II.8)
 
@@ -117,9 +127,14 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   delay ratios, runs aligned by their grokking step, verdicts with Holm's correction (II.7)
 - :mod:`flowlaws.percolation.grokking.checkpoints`
   a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
+- :mod:`flowlaws.percolation.grokking.figures`
+  accuracy as median bands with each run's grokking step; R with a first-point spike clipped (II.7)
 
 ``flowlaws.percolation.toys``: toy models with known answers
 
+- :mod:`flowlaws.percolation.toys.planted`
+  teacher data, the cyclic problem, starts near the permutation set: planted pairs, merged
+  ensembles (II.1–II.4, II.6, II.9)
 - :mod:`flowlaws.percolation.toys.quartic`
   the quartic well: noise makes an invariant set attractive (II.1, II.2)
 - :mod:`flowlaws.percolation.toys.merge_processes`
@@ -148,10 +163,18 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   device choice, seeds, one torch thread (every chapter)
 - :mod:`flowlaws.book.progress`
   progress bars, or reports to a live figure (every long loop)
-- :mod:`flowlaws.book.cache`
-  compute or load: results cached on disk, written atomically (II.1–II.9)
-- :mod:`flowlaws.book.call_cache`
+- :mod:`flowlaws.book.cache.calls`
   ``cached_call``: a cached call keyed by the function and everything it reads (II.1–II.9)
+- :mod:`flowlaws.book.cache.keys`
+  cache keys: arguments, functions (a helper module's by its code) and numbers described by
+  their content, the library's fingerprint (II.1–II.9)
+- :mod:`flowlaws.book.cache.paths`
+  files and folders in a key, by the SHA-256 of their content (II.1–II.9)
+- :mod:`flowlaws.book.cache.codec`
+  the closed stored format: only registered classes are rebuilt (II.1–II.9)
+- :mod:`flowlaws.book.cache.store`
+  entries on disk: checksummed, written atomically, refused and recomputed when damaged
+  (II.1–II.9)
 - :mod:`flowlaws.book.style`
   the book's matplotlib style (every chapter)
 - :mod:`flowlaws.book.tables`

@@ -65,8 +65,14 @@ LAYOUT = """() => {
     .map(e => (e.textContent || '').trim().split('\\n')[0].slice(0, 80));
   const images = [...article.querySelectorAll('img')].filter(i => i.naturalWidth > 0);
   const figures = [...article.querySelectorAll('figure img')];
+  const cells = [...article.querySelectorAll('table td')].filter(shown)
+    .map(td => td.textContent.trim()).filter(t => /^(-?nan|NaN|None)$/i.test(t));
   return {
     text: article.innerText,
+    pageWidth: document.documentElement.scrollWidth,
+    windowWidth: window.innerWidth,
+    tables: sideways('table'),
+    missing: cells,
     code: sideways('div.cell_input pre, div.highlight pre'),
     outputs: sideways('div.cell_output pre, div.cell_output .output, div.cell_output table'),
     equations: sideways('mjx-container[display="true"]'),
@@ -89,7 +95,13 @@ def _layout_problems(page) -> list[str]:
         found.append("a Markdown table printed as text (|---|)")
     if "NBVAL" in text:
         found.append("nbval test plumbing (NBVAL) shown to the reader")
-    for key, what in (("code", "code"), ("outputs", "output"), ("equations", "equation")):
+    if seen["pageWidth"] > seen["windowWidth"]:
+        found.append(f"the page scrolls sideways: {seen['pageWidth']} px in a "
+                     f"{seen['windowWidth']} px window")
+    found += [f"a table cell shows {t!r} (a value not measured reads as a dash)"
+              for t in seen["missing"]]
+    for key, what in (("code", "code"), ("outputs", "output"), ("equations", "equation"),
+                      ("tables", "table")):
         found += [f"{what} overflows the article column: {t!r}" for t in seen[key]]
     found += [f"image {src} shown at {scale:.2f} of its natural width"
               for src, scale in seen["scales"] if scale < MIN_IMAGE_SCALE]
@@ -301,3 +313,25 @@ def test_sliders_move_the_static_charts(browser, server, smoke_book):
         assert not problems, "\n".join(problems)
         page.context.close()
     assert n_sliders > len(pages), "some chart must have more than one slider"
+
+
+def test_the_intro_and_the_ledger_open_with_what_the_book_found(browser, server):
+    from flowlaws.book.ledger import ledger_rows
+
+    rows = ledger_rows((ROOT / "book" / "ledger.md").read_text())
+    for name in ("book/intro", "book/ledger"):
+        page, problems = open_offline(browser, f"{server}/{name}.html")
+        box = page.locator("article .flowlaws-findings")
+        assert box.count() == 1, f"{name}: no 'What the book found' box"
+        assert box.bounding_box()["y"] < WINDOW["height"], f"{name}: the box is below the fold"
+        text = box.inner_text()
+        assert "Part I" in text and "Part II" in text and "claims" in text, text[:300]
+        links = box.locator("a .flowlaws-verdict")
+        assert links.count() == len(rows), f"{name}: {links.count()} badges, {len(rows)} claims"
+        assert not problems, "\n".join(problems)
+        if name == "book/ledger":
+            badges = page.locator("article table .flowlaws-verdict")
+            assert badges.count() >= len(rows), "every verdict cell of the ledger is a badge"
+            first = rows[0][1].replace("_", "-")
+            assert page.locator(f"tr#claim-{first}").count() == 1, "rows carry the box's anchors"
+        page.context.close()

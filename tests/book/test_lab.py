@@ -36,10 +36,9 @@ CHAPTERS = {
 # book's figures are); it logs this console error, and the reference shows as its label.
 KNOWN_HARMLESS = ("Cross reference target was not found",)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-SETTINGS = {  # every cell in the DOM; no news or update checks (they would go to the network)
+SETTINGS = {  # every cell in the DOM. No news setting here: `make lab`'s labconfig must keep
+    # Jupyter's news pop-up away on a first start (the test checks that none shows)
     "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false",
-                                                    "checkForUpdates": False},
 }
 # the open notebook's widget, its code cells, its kernel (Lab exposes itself with
 # --LabApp.expose_app_in_browser)
@@ -157,6 +156,10 @@ def test_a_chapter_runs_in_lab_moves_its_slider_and_reopens_with_its_figure(brow
     _wait_for_notebook(page)
     page.wait_for_function(KERNEL_IDLE, timeout=60_000)
 
+    # a first start: no pop-up asking about Jupyter news over the chapter
+    toasts = page.locator(".jp-toast-message, .Toastify__toast")
+    assert not [t for t in toasts.all_inner_texts() if "news" in t.lower()], "the news pop-up"
+
     # MyST: the theorem boxes are drawn by jupyterlab-myst, no directive source shows
     text = page.inner_text(".jp-Notebook")
     assert ":::{prf:" not in text and "{prf:" not in text, "MyST directive source is visible"
@@ -191,6 +194,7 @@ def test_a_chapter_runs_in_lab_moves_its_slider_and_reopens_with_its_figure(brow
                            timeout=10_000)
     readout = slider.locator(".widget-readout").inner_text().strip()
     assert readout in caption.inner_text(), "the caption does not name the slider's value"
+    assert "computing" not in cell.inner_text(), "an arrow key left the grid: a fresh run"
     assert not problems[seen:], "\n".join(problems[seen:])
 
     # save, shut the kernel down, reload: the figure is a picture, not a widget error

@@ -30,9 +30,9 @@ MOVE_ON_GRID = (
     "figure.live.sliders[0].value = 0.04\nfigure.live.sliders[1].value = 4.0\n"
     "print(figure.live.caption.value)"
 )
-MOVE_OFF_GRID = (  # to a position between 0.02 and 0.04 that the slider offers, by its index
-    "slider = figure.live.sliders[0]\nslider.index = [v for _, v in slider.options].index(0.028)\n"
-    "figure.live.wait()\nprint(slider.label, figure.live.caption.value)"
+MOVE_OFF_GRID = (  # to a value between 0.02 and 0.04 that the menu offers, by its index
+    "menu = figure.live.menus[0]\nmenu.index = [v for _, v in menu.options].index(0.028)\n"
+    "figure.live.wait()\nprint(menu.label, figure.live.caption.value)"
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from flowlaws.common.models import TwoLayer
-from flowlaws.conservation.flow import mse_loss, parameters_of
+from flowlaws.conservation.losses import mse_loss, parameters_of
 
 
 def balance(p: dict[str, torch.Tensor]) -> torch.Tensor:

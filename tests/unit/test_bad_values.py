@@ -24,10 +24,10 @@ import torch
 
 from flowlaws.common.models import TwoLayer
 from flowlaws.common.optim import DivergenceError, UpdateRule, check_run_args
-from flowlaws.conservation.flow import mse_loss, parameters_of
+from flowlaws.conservation.losses import mse_loss, parameters_of
 from flowlaws.conservation.training import train
 from flowlaws.data.text import char_dataset
-from flowlaws.percolation.dynamics import adaptive, sde
+from flowlaws.percolation.dynamics import adaptive, sde, sgd
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, ensemble_init, ensemble_loss
 from flowlaws.percolation.dynamics.loop import run_ensemble
 from flowlaws.percolation.grokking.training import GrokConfig
@@ -117,7 +117,7 @@ CASES = [
          ["lr", "n_steps", "batch_size", "alpha", "truncation", "eps", "weight_decay", "seed",
           "record_every", "max_abs", "betas"], ["theta0", "X", "Y"],
          none_ok=["batch_size"], inf_ok=["truncation"]),
-    Case("sde.sgd_discrete", sde.sgd_discrete,
+    Case("sgd.sgd_discrete", sgd.sgd_discrete,
          {"theta0": THETA, "shape": SHAPE, "X": X, "Y": Y, "lr": 0.05, "batch_size": 2,
           "n_steps": 3, "seed": 0, "record_every": 1, "max_abs": 1e6},
          ["lr", "batch_size", "n_steps", "seed", "record_every", "max_abs"],
@@ -233,7 +233,7 @@ EMPTY = [
     ("mse_loss", lambda: mse_loss(TwoLayer(3, 4, 1).double(), X[:0], Y[:0]), "X"),
     ("train_ensemble", lambda: adaptive.train_ensemble(THETA, SHAPE, X[:0], Y[:0], lr=0.1,
                                                        n_steps=2), "X"),
-    ("sgd_discrete", lambda: sde.sgd_discrete(THETA, SHAPE, X[:0], Y[:0], lr=0.1, batch_size=2,
+    ("sgd_discrete", lambda: sgd.sgd_discrete(THETA, SHAPE, X[:0], Y[:0], lr=0.1, batch_size=2,
                                               n_steps=2), "X"),
 ]
 

@@ -22,8 +22,7 @@ import pytest
 import torch
 
 import flowlaws
-from flowlaws.book.cache import CacheWarning
-from flowlaws.book.call_cache import cached_call
+from flowlaws.book.cache import CacheWarning, cached_call
 from flowlaws.percolation.grokking import training
 from flowlaws.percolation.grokking.checkpoints import GrokStoreWarning
 from flowlaws.percolation.grokking.training import GrokConfig
@@ -50,7 +49,7 @@ torch.save = _slow_save
 """
 
 SWEEP = """
-from flowlaws.book.call_cache import cached_call
+from flowlaws.book.cache import cached_call
 from flowlaws.percolation.toys.quartic import quartic_collapse
 for T in T_FINALS:
     cached_call(quartic_collapse, ZETAS, t_final=T, dt=0.01, n_runs=40, seed=3,
@@ -59,7 +58,7 @@ for T in T_FINALS:
 
 GROK = """
 from flowlaws.percolation.grokking import training
-training.train(training.GrokConfig(**CONFIG), cache_dir=FOLDER, progress=False)
+training.train_grokking(training.GrokConfig(**CONFIG), cache_dir=FOLDER, progress=False)
 """
 
 ZETAS, T_FINALS = [1.0, 1.5, 2.0], [2.0, 3.0, 4.0, 5.0, 6.0]
@@ -120,7 +119,7 @@ def test_a_killed_cached_sweep_reruns_to_the_uninterrupted_result(tmp_path):
 def test_a_killed_grokking_run_resumes_to_the_uninterrupted_result(tmp_path):
     rng = random.Random(7)
     cfg = GrokConfig(**GROK_CONFIG)
-    clean = training.train(cfg, cache_dir=tmp_path / "clean", progress=False)
+    clean = training.train_grokking(cfg, cache_dir=tmp_path / "clean", progress=False)
     folder = tmp_path / "killed"
     _kill_run(GROK, folder, mid_write=False, delay=rng.uniform(0.3, 1.0), CONFIG=GROK_CONFIG)
     _kill_run(GROK, folder, mid_write=True, delay=0, CONFIG=GROK_CONFIG)
@@ -129,11 +128,11 @@ def test_a_killed_grokking_run_resumes_to_the_uninterrupted_result(tmp_path):
     _kill_run(GROK, folder, mid_write=False, delay=rng.uniform(0.0, 1.0), CONFIG=GROK_CONFIG)
     with warnings.catch_warnings():
         warnings.simplefilter("error", GrokStoreWarning)  # nothing unreadable after kills
-        resumed = training.train(cfg, cache_dir=folder, progress=False)
+        resumed = training.train_grokking(cfg, cache_dir=folder, progress=False)
     _same_run(clean, resumed)
     _newest(run_folder, "checkpoint*.pt").write_bytes(b"PK\x03\x04 broken")  # corrupt newest
     with pytest.warns(GrokStoreWarning, match="could not be read.*previous checkpoint is used"):
-        again = training.train(cfg, cache_dir=folder, progress=False)
+        again = training.train_grokking(cfg, cache_dir=folder, progress=False)
     assert again.resumed_from < cfg.n_steps
     _same_run(clean, again)
 

@@ -118,8 +118,6 @@ def import_graph() -> nx.DiGraph:
     return graph
 
 
-@pytest.mark.xfail(strict=True, reason="book.cache and book.call_cache import each other; the "
-                   "cache package of issues 23 and 27 removes the cycle (then drop this mark)")
 def test_no_import_cycle_even_behind_import_module():
     cycles = [c for c in nx.simple_cycles(import_graph()) if len(c) > 1]
     assert not cycles, f"these modules import each other: {cycles}"

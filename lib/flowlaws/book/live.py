@@ -1,12 +1,13 @@
 """Slider figures, part 3: the live view, one ipywidgets slider per knob in a kernel.
 
-Each slider is a ``SelectionSlider`` over a list of values that holds every grid value exactly,
-so a grid position always shows its precomputed point. When ``compute`` is given, a few values
-between grid values are offered too (:meth:`~flowlaws.book.sliders.Knob.live_values`); moving
-there computes the new point in a background thread (chapters cache their runs on disk), once:
-a computed point is known from then on. Rapid moves never queue stale runs: while one point is
-computed only the latest request is remembered. A progress bar is fed by the
-library's own loops (:mod:`flowlaws.book.progress`).
+Each slider is a ``SelectionSlider`` over the knob's grid values, exactly: dragging it or
+pressing an arrow key steps from grid value to grid value, and each shows its precomputed
+point at once. When ``compute`` is given, a menu beside the slider offers a few values between
+grid values (:meth:`~flowlaws.book.sliders.Knob.live_values`); choosing one computes that point
+in a background thread (chapters cache their runs on disk), once: a computed point is known
+from then on, and moving the slider again returns to the grid. Rapid moves never queue stale
+runs: while one point is computed only the latest request is remembered. A progress bar is fed
+by the library's own loops (:mod:`flowlaws.book.progress`).
 
 Explained in: book/02_percolation/05_dsi.ipynb.
 """
@@ -28,17 +29,29 @@ __all__ = [
 ]
 
 
-def _live_slider(widgets, knob: Knob, free: bool):
-    """One knob's widget: its grid values, and (``free``) a few values between them.
+def _live_slider(widgets, knob: Knob):
+    """One knob's slider over its grid values.
 
     The readout is the value as the text writes it (0.04); the front end moves over the
-    options' index, so it cannot land between them or off a grid value's last bit.
+    options' index, so an arrow key steps to the next grid value, never between two.
     """
-    values = knob.live_values() if free else knob.values
-    options = list(zip(knob.labels(values), map(float, values), strict=True))
+    options = list(zip(knob.labels(knob.values), map(float, knob.values), strict=True))
     return widgets.SelectionSlider(options=options, value=knob.default, description=knob.label,
                                    continuous_update=False,
                                    style={"description_width": "initial"})
+
+
+def _between_menu(widgets, knob: Knob):
+    """The values between grid values that ``compute`` can draw, as a menu (``None``: on the
+    grid, where the slider is); ``None`` when nothing lies between (whole numbers 1, 2)."""
+    grid = set(map(float, knob.values))
+    values = [float(v) for v in knob.live_values() if float(v) not in grid]
+    if not values:
+        return None
+    options = [("on the grid", None), *zip(knob.labels(values), values, strict=True)]
+    return widgets.Dropdown(options=options, value=None, description="or compute",
+                            layout={"width": "max-content"},
+                            style={"description_width": "initial"})
 
 
 class LiveFigure:
@@ -59,15 +72,23 @@ class LiveFigure:
         self._pending: Key | None = None  # to compute next
         self._running: Key | None = None  # being computed
         self._wanted: Key | None = None  # where the sliders are: the one point to show
-        self.sliders = [_live_slider(widgets, k, compute is not None) for k in grid.knobs]
+        self.sliders = [_live_slider(widgets, k) for k in grid.knobs]
+        self.menus = [_between_menu(widgets, k) if compute is not None else None
+                      for k in grid.knobs]
+        self._values = [float(k.default) for k in grid.knobs]  # where each knob is
         self.bar = widgets.FloatProgress(min=0.0, max=1.0, layout={"visibility": "hidden"})
         self.status = widgets.HTML()
         self.image = widgets.Image(format="png")
         self.caption = widgets.HTML()
-        self.widget = widgets.VBox([*self.sliders, widgets.HBox([self.bar, self.status]),
+        rows = [widgets.HBox([s, m]) if m is not None else s
+                for s, m in zip(self.sliders, self.menus, strict=True)]
+        self.widget = widgets.VBox([*rows, widgets.HBox([self.bar, self.status]),
                                     self.image, self.caption])
-        for slider in self.sliders:
-            slider.observe(lambda change: self.request(self.position()), names="value")
+        for i, (slider, menu) in enumerate(zip(self.sliders, self.menus, strict=True)):
+            slider.observe(lambda change, i=i: self._moved(i, change["new"], True), names="value")
+            if menu is not None:
+                menu.observe(lambda change, i=i: self._moved(i, change["new"], False),
+                             names="value")
         self.show(grid.default_key, self.known[grid.default_key])
 
     @property
@@ -75,10 +96,23 @@ class LiveFigure:
         """The first knob's slider (the only one of a one-knob figure)."""
         return self.sliders[0]
 
+    def _moved(self, i: int, value: float | None, on_grid: bool) -> None:
+        """Knob ``i`` moved: by its slider (``on_grid``) or in its menu (``None``: back to
+        the slider's grid value)."""
+        menu = self.menus[i]
+        if on_grid:
+            self._values[i] = float(value)
+            if menu is not None and menu.value is not None:
+                menu.value = None  # its observer requests the position
+                return
+        else:
+            self._values[i] = float(self.sliders[i].value if value is None else value)
+        self.request(self.position())
+
     def position(self) -> Key:
-        """The sliders' values now, as a grid key."""
-        return tuple(float(k.cast(s.value)) for k, s in zip(self.grid.knobs, self.sliders,
-                                                              strict=True))
+        """The knobs' values now (a slider's, or a value chosen in its menu), as a key."""
+        return tuple(float(k.cast(v)) for k, v in zip(self.grid.knobs, self._values,
+                                                        strict=True))
 
     def show(self, key: Key, point: SliderPoint) -> None:
         self.image.value = render_png(self.grid, point, key)

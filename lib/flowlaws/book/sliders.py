@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.progress import track
 
 __all__ = [
@@ -51,6 +52,7 @@ def round_key(key: Sequence[float]) -> Key:
     return tuple(_rounded(v) for v in key)
 
 
+@stored_type
 @dataclass
 class SliderPoint:
     """What the figure shows at one position of the sliders.
@@ -156,7 +158,8 @@ class Knob:
         return f"{self.label} "
 
     def live_values(self, between: int = 3) -> np.ndarray:
-        """The values the live slider offers when off-grid points can be computed.
+        """The values the live view offers when off-grid points can be computed (its slider
+        keeps to the grid values; a menu beside it holds the values between).
 
         Every grid value, exactly, and in each interval up to ``between`` values evenly spaced
         (in ``log10`` for a log knob), each rounded to the fewest significant digits that
@@ -199,7 +202,9 @@ class SliderGrid:
     """Precomputed :class:`SliderPoint` s at every combination of the knobs' grid values.
 
     ``points`` maps a key, the tuple of the knobs' values in the order of ``knobs``, to its
-    point; every combination must be there.
+    point; every combination must be there. ``x_domain``: the x axis's fixed span,
+    ``(lo, hi)``; what lies outside is not drawn (a fitted ``p_c`` beyond the data, which would
+    stretch an axis of ``p ≤ 1`` to 1.85); ``None``: the span of everything drawn.
     """
 
     knobs: list[Knob]
@@ -209,9 +214,16 @@ class SliderGrid:
     log_x: bool = False
     log_y: bool = False
     title: str = ""
+    x_domain: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         self.knobs = _knob_list(self.knobs)
+        if self.x_domain is not None:
+            lo, hi = map(float, self.x_domain)
+            if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi) or (self.log_x and lo <= 0):
+                raise ValueError(f"x_domain must be (lo, hi) with lo < hi (lo > 0 on a log "
+                                 f"axis), got {self.x_domain!r}")
+            self.x_domain = (lo, hi)
         names = [k.name for k in self.knobs]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"a grid needs one or more knobs with distinct names, got {names}")

@@ -4,7 +4,7 @@
 table in JupyterLab, Colab and the built book (whose Markdown renderer has no tables), and as
 aligned text in a terminal or a test log. :func:`table_text` gives the same table as text,
 Markdown or plain. One cell rule for both: a ``format`` spec when the column has one, floats to
-three significant digits otherwise, ``None`` as a dash.
+three significant digits otherwise, ``None`` and NaN (a value not measured) as a dash.
 
 Explained in: book/01_conservation/04_moe.ipynb.
 """
@@ -12,6 +12,7 @@ Explained in: book/01_conservation/04_moe.ipynb.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -25,8 +26,20 @@ def _headers(columns: Columns) -> dict[str, str]:
     return dict(columns) if isinstance(columns, Mapping) else {c: c for c in columns}
 
 
-def _cell(value: object, fmt: str | None) -> str:
+def _missing(value: object) -> bool:
+    """``None``, or a NaN (Python, NumPy or torch scalar): a value that was not measured."""
     if value is None:
+        return True
+    if isinstance(value, str | bool | int):
+        return False
+    try:
+        return math.isnan(value)
+    except TypeError:
+        return False
+
+
+def _cell(value: object, fmt: str | None) -> str:
+    if _missing(value):
         return "—"
     if fmt is not None:
         return format(value, fmt)

@@ -80,9 +80,11 @@ def _drawn_pairs(grid: SliderGrid, point: SliderPoint) -> list[list[tuple[float,
 
 
 def _drawable(x: float, y: float, grid: SliderGrid) -> bool:
-    """Finite, and positive on a log axis (a log scale cannot place 0)."""
+    """Finite, positive on a log axis (a log scale cannot place 0) and inside the grid's
+    ``x_domain`` when it has one."""
     ok = np.isfinite(x) and np.isfinite(y)
-    return bool(ok and (x > 0 or not grid.log_x) and (y > 0 or not grid.log_y))
+    inside = grid.x_domain is None or grid.x_domain[0] <= x <= grid.x_domain[1]
+    return bool(ok and inside and (x > 0 or not grid.log_x) and (y > 0 or not grid.log_y))
 
 
 def _extent(values: list[float], log: bool) -> list[float] | None:
@@ -106,8 +108,11 @@ def axis_domains(grid: SliderGrid) -> dict[str, list[float] | None]:
 
 
 def _domains(grid: SliderGrid, rows: list[dict]) -> dict[str, list[float] | None]:
-    return {axis: _extent([v for r in rows for v in r[axis]], log)
-            for axis, log in (("x", grid.log_x), ("y", grid.log_y))}
+    found = {axis: _extent([v for r in rows for v in r[axis]], log)
+             for axis, log in (("x", grid.log_x), ("y", grid.log_y))}
+    if grid.x_domain is not None:
+        found["x"] = list(grid.x_domain)
+    return found
 
 
 def tick_format(domain: list[float] | None, log: bool) -> str | None:

@@ -27,6 +27,7 @@ __all__ = [
     "as_int",
     "as_float",
     "as_betas",
+    "check_decoupled_decay",
 ]
 
 
@@ -128,3 +129,22 @@ def as_betas(name: str, betas: Any) -> tuple[float, float]:
         raise ValueError(f"{name} must lie in [0, 1), got {out} (beta = 1 divides by "
                          "1 - beta**t = 0)")
     return out
+
+
+def check_decoupled_decay(lr: Any, weight_decay: Any, *, lr_name: str = "lr",
+                          decay_name: str = "weight_decay") -> None:
+    """Refuse an AdamW step that zeroes or flips the weights.
+
+    Decoupled weight decay multiplies every weight by ``1 − lr · weight_decay`` at each step
+    (before the Adam update): at ``lr · weight_decay = 1`` it zeroes them, above it flips
+    their sign at every step (and above 2 the flips grow). A ``ValueError`` names both
+    arguments and the factor.
+    """
+    product = as_float(lr_name, lr, positive=True) * as_float(decay_name, weight_decay,
+                                                              nonnegative=True)
+    if product >= 1:
+        raise ValueError(
+            f"{lr_name} · {decay_name} = {product:g} ≥ 1: AdamW's decoupled decay multiplies "
+            f"the weights by 1 − {lr_name}·{decay_name} = {1 - product:g} at every step, which "
+            f"{'zeroes' if product == 1 else 'flips the sign of'} them; lower {lr_name} or "
+            f"{decay_name} so that their product is below 1")

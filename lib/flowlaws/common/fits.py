@@ -12,12 +12,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from flowlaws.book.cache import stored_type
+
 __all__ = [
     "PowerLawFit",
     "fit_power_law",
 ]
 
 
+@stored_type
 @dataclass(frozen=True)
 class PowerLawFit:
     """``y ≈ prefactor · x^exponent``, fitted by least squares on ``log y`` against ``log x``.

@@ -32,8 +32,8 @@ from flowlaws.common.fits import fit_power_law
 from flowlaws.common.models import MultiHeadAttention
 from flowlaws.conservation.discrete import one_step_change_quadratic
 from flowlaws.conservation.flat_params import block_params
-from flowlaws.conservation.flow import LossFn, Params, gradient_and_loss
 from flowlaws.conservation.laws import LawFn, invariant_fn, law_blocks
+from flowlaws.conservation.losses import LossFn, Params, gradient_and_loss
 
 __all__ = [
     "block_law_fns",
@@ -82,7 +82,7 @@ def law_rates(model: nn.Module, loss_fn: LossFn, params: Params, *,
 
     ``params``: ``θ`` (``model.named_parameters()`` names, float64 for a rounding-level
     answer); ``loss_fn``: ``θ ↦ L(θ)`` on the full data (a
-    :class:`~flowlaws.conservation.flow.DatasetLoss`). ``laws``: block name → its laws on its
+    :class:`~flowlaws.conservation.losses.DatasetLoss`). ``laws``: block name → its laws on its
     own parameters (default :func:`block_law_fns`; pass your own to test a candidate).
     Entries with ``∇h_j = 0`` are skipped; NaN when nothing was compared. Dimensionless, in
     ``[0, 1]``. Memory: ``chunk`` gradients of one block at a time.

@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from flowlaws.common.fits import PowerLawFit, fit_power_law
-from flowlaws.conservation.flow import LossFn, Params, conservation_error
+from flowlaws.conservation.flow import conservation_error
+from flowlaws.conservation.losses import LossFn, Params
 from flowlaws.conservation.training import train
 
 __all__ = [

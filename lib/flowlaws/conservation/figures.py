@@ -4,6 +4,7 @@ Explained in: book/01_conservation/01_gradient_flow.ipynb to 05_discrete_steps.i
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -16,6 +17,7 @@ from flowlaws.conservation.laws import LAW_TOL
 from flowlaws.conservation.lie_count import LawCount
 
 __all__ = [
+    "math_label",
     "plot_power_law",
     "plot_sweeps",
     "plot_lie_dims",
@@ -118,6 +120,26 @@ def plot_lie_dims(counts: Mapping[str, LawCount], title: str | None = None) -> p
     return _finish(fig, ax, title)
 
 
+_TOKEN = r"(?:\|\|)?[A-Z](?:_[A-Za-z0-9]{1,3})?(?:\^T)?(?:\|\|)?(?:\^2)?"
+_MATH_RUN = re.compile(rf"(?<![A-Za-z0-9|]){_TOKEN}(?: (?:[-+] )?{_TOKEN})*(?![A-Za-z0-9|])")
+
+
+def math_label(text: str) -> str:
+    """An ASCII formula in a label set as math: ``"no PE: W_Q W_Q^T - W_K W_K^T"`` →
+    ``"no PE: $W_Q W_Q^\\top - W_K W_K^\\top$"``, ``"||A_i||^2 - ||C_i||^2"`` →
+    ``"$\\|A_i\\|^2 - \\|C_i\\|^2$"``. A run of capital letters with subscripts,
+    transposes or norms (joined by spaces, ``-`` or ``+``) becomes one formula; plain words
+    (``no PE``, ``RoPE``) are left alone. The chapters keep their ASCII keys."""
+
+    def formula(match: re.Match) -> str:
+        run = match.group(0)
+        if not any(mark in run for mark in ("_", "^", "||")):
+            return run
+        return "$" + run.replace("||", r"\|").replace("^T", r"^\top") + "$"
+
+    return _MATH_RUN.sub(formula, text)
+
+
 def plot_cosines(
     cosines: Mapping[str, float], tol: float = LAW_TOL, floor: float = 1e-18,
     title: str | None = None,
@@ -130,7 +152,8 @@ def plot_cosines(
 
     Explained in: book/01_conservation/02_feedforward.ipynb
     """
-    labels, values = list(cosines), np.maximum(np.array(list(cosines.values())), floor)
+    labels = [math_label(label) for label in cosines]
+    values = np.maximum(np.array(list(cosines.values())), floor)
     fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(labels) + 1.2))
     colors = ["#2e933c" if v < tol else "#d1495b" for v in values]
     ax.barh(np.arange(len(labels)), values, color=colors, left=floor)

@@ -1,8 +1,7 @@
 """Gradient flow on a model's parameters, with a record of the path.
 
-Parameters travel as a ``dict[str, Tensor]`` (the model's ``named_parameters``), so the same
-loss works for :func:`torch.func.functional_call`, the ODE solver and the discrete loops of
-:mod:`flowlaws.conservation.training`. :func:`gradient_flow` integrates ``dθ/dt = −∇L(θ)`` to
+Parameters travel as a ``dict[str, Tensor]`` (the model's ``named_parameters``); the losses
+are in :mod:`flowlaws.conservation.losses`. :func:`gradient_flow` integrates ``dθ/dt = −∇L(θ)`` to
 high accuracy (the reference path); :func:`conservation_error` measures how far a law moved.
 
 Explained in: book/01_conservation/01_gradient_flow.ipynb.
@@ -15,108 +14,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from scipy.integrate import solve_ivp
-from torch import nn
-from torch.func import functional_call
-from torch.nn import functional as F
 
 from flowlaws.conservation.flat_params import Params, flatten, unflatten
+from flowlaws.conservation.losses import LawsFn, LossFn, gradient_and_loss
 
 __all__ = [
-    "Params",
-    "LossFn",
-    "LawsFn",
-    "parameters_of",
-    "DatasetLoss",
-    "mse_loss",
-    "cross_entropy_loss",
     "Trajectory",
     "conservation_error",
-    "gradient_and_loss",
     "gradient_flow",
 ]
-
-
-
-LossFn = Callable[[Params], torch.Tensor]
-
-
-LawsFn = Callable[[Params], dict[str, torch.Tensor]]
-
-
-def parameters_of(model: nn.Module) -> Params:
-    """A detached copy of the model's parameters, keyed by their names."""
-    return {name: p.detach().clone() for name, p in model.named_parameters()}
-
-
-class DatasetLoss:
-    """A loss over a whole data set that can also be evaluated on a mini-batch of rows.
-
-    ``loss(params)`` is the full-batch loss; ``loss(params, index)`` the same loss on the rows
-    ``index`` (an int64 tensor), which is what mini-batch SGD differentiates.
-    ``n_samples`` is the number of rows ``N``, the range :func:`train` draws indices from.
-
-    Args:
-        criterion: ``(output, target) -> scalar``, averaged over the rows it is given.
-    """
-
-    def __init__(
-        self,
-        model: nn.Module,
-        X: torch.Tensor,
-        Y: torch.Tensor,
-        criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    ) -> None:
-        for name, data in (("X", X), ("Y", Y)):
-            if not isinstance(data, torch.Tensor) or data.dim() == 0:
-                raise TypeError(f"{name} must be a tensor with one row per sample, got "
-                                f"{type(data).__name__}")
-        if X.shape[0] != Y.shape[0]:
-            raise ValueError(
-                f"X and Y need the same number of rows, got {X.shape[0]} and {Y.shape[0]}"
-            )
-        if X.shape[0] == 0:
-            raise ValueError("X and Y hold no rows: a loss over no samples is 0/0")
-        self.model, self.X, self.Y, self.criterion = model, X, Y, criterion
-        self.n_samples = int(X.shape[0])
-
-    def __call__(self, params: Params, index: torch.Tensor | None = None) -> torch.Tensor:
-        X, Y = (self.X, self.Y) if index is None else (self.X[index], self.Y[index])
-        return self.criterion(functional_call(self.model, params, (X,)), Y)
-
-
-def _half_squared_error(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    if output.shape != target.shape:  # (n, 1) against (n,) would broadcast to an n x n loss
-        raise ValueError(
-            f"the targets Y have shape {tuple(target.shape)} but the model's output has shape "
-            f"{tuple(output.shape)}; give Y the output's shape (e.g. Y.reshape(-1, 1))"
-        )
-    return 0.5 * (output - target).pow(2).sum() / output.shape[0]
-
-
-def _token_cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(output.reshape(-1, output.shape[-1]), target.reshape(-1))
-
-
-def mse_loss(model: nn.Module, X: torch.Tensor, Y: torch.Tensor) -> DatasetLoss:
-    """``L(θ) = (1/2N) Σ_n ‖f(θ, x_n) − y_n‖²`` as a function of the parameter dict.
-
-    Shapes: ``X`` is ``(N, ...)`` (the model's input), ``Y`` has exactly the model's output
-    shape: ``(N,)`` targets for an ``(N, 1)`` output are a ``ValueError`` naming both shapes
-    (they would broadcast to an ``N × N`` loss).
-    The result also accepts an index tensor for mini-batches (see :class:`DatasetLoss`).
-    """
-    return DatasetLoss(model, X, Y, _half_squared_error)
-
-
-def cross_entropy_loss(model: nn.Module, X: torch.Tensor, Y: torch.Tensor) -> DatasetLoss:
-    """Mean cross-entropy of the model's logits against integer targets.
-
-    Shapes: logits ``(N, C)`` with ``Y`` ``(N,)`` (a classifier), or ``(N, T, V)`` with ``Y``
-    ``(N, T)`` (a language model: every position of every sequence counts once).
-
-    Explained in: book/01_conservation/06_real_data.ipynb.
-    """
-    return DatasetLoss(model, X, Y, _token_cross_entropy)
 
 
 @dataclass
@@ -185,22 +91,6 @@ def conservation_error(
 
 def _sq_norm(params: Params) -> float:
     return float(sum(v.detach().double().pow(2).sum() for v in params.values()))
-
-
-def gradient_and_loss(
-    loss_fn: LossFn, params: Params, index: torch.Tensor | None = None
-) -> tuple[Params, torch.Tensor]:
-    """``(∇L(θ), L(θ))`` at the parameter dict ``θ`` (on the rows ``index`` when given).
-
-    Plain :func:`torch.autograd.grad` on detached copies: for the book's small models it has
-    a few times less overhead per call than :func:`torch.func.grad`, and gives the same numbers.
-    A parameter the loss does not use gets a zero gradient.
-    """
-    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-    loss = loss_fn(leaves) if index is None else loss_fn(leaves, index)
-    grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True,
-                                materialize_grads=True)
-    return dict(zip(leaves, grads, strict=True)), loss.detach()
 
 
 def _stack_laws(laws: LawsFn | None, states: list[Params]) -> dict[str, torch.Tensor]:

@@ -36,9 +36,9 @@ from flowlaws.conservation.flat_params import (
 )
 
 __all__ = [
-    "Params", "ModelFn", "LAW_TOL", "LawFn", "invariants", "invariant_fn", "seed_claims",
-    "seed_claim_fn", "law_blocks", "unclaimed_parameters", "random_inputs", "orthogonality",
-    "drift",
+    "Params", "ModelFn", "LAW_TOL", "LawFn", "balancedness", "invariants", "invariant_fn",
+    "seed_claims", "seed_claim_fn", "law_blocks", "unclaimed_parameters", "random_inputs",
+    "orthogonality", "drift",
 ]
 
 
@@ -54,6 +54,18 @@ LawFn = Callable[[Params], dict[str, Tensor]]
 
 LAW_TOL = 1e-8
 """A claimed invariant holds when :func:`orthogonality` is below this."""
+
+
+def balancedness(params: Params) -> Tensor:
+    """``UᵀU − VVᵀ``, the ``(width, width)`` conserved matrix of a linear two-layer network.
+
+    ``params`` holds ``"U.weight"`` ``(n_out, width)`` and ``"V.weight"`` ``(width, n_in)`` (a
+    :class:`~flowlaws.common.models.TwoLayer`'s names, or a gradient with the same keys).
+
+    Explained in: book/01_conservation/01_gradient_flow.ipynb
+    """
+    U, V = params["U.weight"], params["V.weight"]
+    return U.T @ U - V @ V.T
 
 
 def _unit_rows(p: Params, prefix: str) -> Tensor:

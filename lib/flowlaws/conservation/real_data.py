@@ -23,8 +23,8 @@ from torch import nn
 from flowlaws.book.runtime import one_thread
 from flowlaws.book.style import column_panels
 from flowlaws.common.models import MoE, MultiHeadAttention, SwiGLU
-from flowlaws.conservation.flow import LossFn, Params, gradient_and_loss
 from flowlaws.conservation.laws import invariants
+from flowlaws.conservation.losses import LossFn, Params, gradient_and_loss
 from flowlaws.conservation.training import train
 from flowlaws.data.images import (
     FASHION_MNIST_CLASSES,

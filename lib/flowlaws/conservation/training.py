@@ -17,14 +17,8 @@ import torch
 from flowlaws.book.progress import track
 from flowlaws.common.checks import as_int
 from flowlaws.common.optim import DivergenceError, UpdateRule, check_run_args
-from flowlaws.conservation.flow import (
-    LawsFn,
-    LossFn,
-    Params,
-    Trajectory,
-    _sq_norm,
-    gradient_and_loss,
-)
+from flowlaws.conservation.flow import Trajectory, _sq_norm
+from flowlaws.conservation.losses import LawsFn, LossFn, Params, gradient_and_loss
 
 __all__ = [
     "train",
@@ -46,7 +40,7 @@ def _batch_sampler(
     n = getattr(loss_fn, "n_samples", None)
     if n is None:
         raise ValueError("mini-batches need a loss with n_samples, e.g. "
-                         "flowlaws.conservation.flow.mse_loss")
+                         "flowlaws.conservation.losses.mse_loss")
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
     generator = torch.Generator().manual_seed(as_int("seed", seed))

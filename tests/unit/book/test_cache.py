@@ -1,4 +1,4 @@
-"""Tests of flowlaws.book.cache, against answers known in advance."""
+"""Tests of flowlaws.book.cache (its store and keys), against answers known in advance."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from flowlaws.book import cache
+from flowlaws.book.cache import codec, keys, store
 
 
 def test_second_call_loads_instead_of_computing(tmp_path):
@@ -42,7 +43,7 @@ def test_an_interrupted_save_leaves_no_file(tmp_path, monkeypatch):
         f.write(b"half")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cache.torch, "save", broken_save)
+    monkeypatch.setattr(store.torch, "save", broken_save)
     with pytest.raises(KeyboardInterrupt):
         cache.cached("demo", {"lr": 0.1}, lambda: 1.0, tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -56,7 +57,7 @@ def test_a_failing_computation_stores_nothing(tmp_path):
 
 def test_a_change_of_library_code_changes_the_key(monkeypatch):
     before = cache.cache_key("demo", {"lr": 0.1})
-    monkeypatch.setattr(cache, "library_fingerprint", lambda: "another version")
+    monkeypatch.setattr(keys, "library_fingerprint", lambda: "another version")
     assert cache.cache_key("demo", {"lr": 0.1}) != before
 
 
@@ -91,12 +92,13 @@ def test_keys_of_dataclasses_numpy_scalars_and_nested_dicts():
 
 
 def test_a_value_whose_content_cannot_be_hashed_is_named():
-    # a lambda is hashed by its code and what it reads (flowlaws.book.call_cache)
+    # a lambda is hashed by its code and what it reads (flowlaws.book.cache.keys)
     assert cache.cache_key("k", {"f": lambda: 1}) != cache.cache_key("k", {"f": lambda: 2})
     with pytest.raises(TypeError, match=r"params\['o'\]"):
         cache.cache_key("k", {"o": object()})
 
 
+@cache.stored_type
 @dataclasses.dataclass(frozen=True)
 class _Summary:
     values: np.ndarray
@@ -191,11 +193,11 @@ def test_a_corrupt_entry_is_recomputed_with_a_warning_naming_it(tmp_path, damage
     elif damage == "unsafe":  # a raw numpy array: safe loading refuses it
         torch.save(np.arange(3), path)
     elif damage == "no result":  # a KeyError inside
-        torch.save({"flowlaws_cache": 2}, path)
+        path.write_bytes(store.entry_bytes({"name": "demo"}))
     elif damage == "old format":  # a bare result, as the cache wrote before
         torch.save({"x": torch.arange(100)}, path)
     else:
-        torch.save({"flowlaws_cache": 2, "result": {cache._TAG: "martian"}}, path)
+        path.write_bytes(store.entry_bytes({"result": {codec.TAG: "martian"}}))
     with pytest.warns(cache.CacheWarning, match=path.name) as record:
         result = cache.cached("demo", {}, lambda: {"x": torch.arange(5)}, tmp_path)
     message = str(record[0].message)

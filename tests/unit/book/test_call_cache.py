@@ -1,4 +1,4 @@
-"""Tests of flowlaws.book.call_cache: a cached call is keyed by everything it reads."""
+"""Tests of flowlaws.book.cache.calls: a cached call is keyed by everything it reads."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from flowlaws.book.call_cache import cached_call, call_key
+from flowlaws.book.cache import cached_call, call_key
 
 
 def notebook(source: str, **values) -> dict:
@@ -22,7 +22,7 @@ def notebook(source: str, **values) -> dict:
 
 ADAPTIVE = """
 import torch
-from flowlaws.book.call_cache import cached_call
+from flowlaws.book.cache import cached_call
 
 X = torch.randn(n_samples, 3, generator=torch.Generator().manual_seed(0))
 Y = X.sum(1, keepdim=True)

@@ -3,8 +3,9 @@
 The knobs are read from the chapters themselves: each ``Knob(...)`` call of a notebook is
 evaluated with the values of its ``parameters`` cell, at the reader's size and at the smoke size
 of ``tests/smoke_params.yaml``. A ``SelectionSlider`` is moved the way JupyterLab moves it, by
-setting its ``index`` to each of its own options in turn; the points are cheap stand-ins that
-record every call of ``compute``.
+setting its ``index`` to each of its own options in turn (an arrow key moves the index by one),
+and a value between grid values is chosen in the menu beside it; the points are cheap
+stand-ins that record every call of ``compute``.
 """
 
 from __future__ import annotations
@@ -108,13 +109,17 @@ def _shown(figure: LiveFigure) -> str:
     return bytes(figure.image.value).decode()
 
 
+def _choose(menu, value: float | None) -> None:
+    """Choose ``value`` in a knob's menu of values between grid values, by its index."""
+    menu.index = [v for _, v in menu.options].index(value)
+
+
 @pytest.mark.parametrize(("knobs", "free"), [f[1:] for f in FIGURES], ids=[f[0] for f in FIGURES])
 def test_every_grid_position_shows_its_point_without_computing(knobs, free, no_drawing):
     figure, record = _figure(knobs, free)
     for slider, knob in zip(figure.sliders, knobs, strict=True):
         values = [v for _, v in slider.options]
-        assert set(knob.values) <= set(values), "every grid value is a position, exactly"
-        assert values == sorted(values) and (free or len(values) == len(knob.values))
+        assert values == list(knob.values), "the slider holds the grid values, exactly, only"
         labels = dict((v, label) for label, v in slider.options)
         assert all(labels[v] == (f"{v:g}" if not knob.integer else str(int(v)))
                    for v in knob.values), "the readout writes a grid value as the text does"
@@ -126,40 +131,57 @@ def test_every_grid_position_shows_its_point_without_computing(knobs, free, no_d
     assert record.calls == [], "a grid position never computes"
 
 
-@pytest.mark.parametrize(("knobs", "free"), [f[1:] for f in FIGURES if f[2]],
-                         ids=[f[0] for f in FIGURES if f[2]])
-def test_an_in_between_position_computes_once_even_when_visited_twice(knobs, free, no_drawing):
+@pytest.mark.parametrize(("knobs", "free"), [f[1:] for f in FIGURES], ids=[f[0] for f in FIGURES])
+def test_an_arrow_key_steps_from_grid_value_to_grid_value(knobs, free, no_drawing):
     figure, record = _figure(knobs, free)
     for slider, knob in zip(figure.sliders, knobs, strict=True):
-        default = slider.value
-        between = [v for _, v in slider.options if v not in set(knob.values)]
-        if not between:  # whole numbers 1, 2: nothing lies between
+        for index in range(len(knob.values)):
+            slider.index = index  # what ArrowRight/ArrowLeft do: the next option
+            assert slider.value == knob.values[index]
+        _move(slider, knob.default)
+    assert record.calls == [], "no arrow key lands off the grid"
+
+
+@pytest.mark.parametrize(("knobs", "free"), [f[1:] for f in FIGURES if f[2]],
+                         ids=[f[0] for f in FIGURES if f[2]])
+def test_an_in_between_value_computes_once_even_when_chosen_twice(knobs, free, no_drawing):
+    figure, record = _figure(knobs, free)
+    for slider, menu, knob in zip(figure.sliders, figure.menus, knobs, strict=True):
+        if menu is None:  # whole numbers 1, 2: nothing lies between
             assert knob.integer and np.all(np.diff(knob.values) == 1), knob.name
+            continue
+        between = [v for _, v in menu.options if v is not None]
+        assert between and not set(between) & set(knob.values), "only values between"
         for value in between:
             before = len(record.calls)
-            _move(slider, value)
+            _choose(menu, value)
             figure.wait(10)
             assert len(record.calls) == before + 1, f"{knob.name} = {value} computes once"
             assert record.calls[-1][knob.name] == knob.cast(value)
             assert isinstance(record.calls[-1][knob.name], int if knob.integer else float)
             shown = _shown(figure)
-            _move(slider, default)
+            _choose(menu, None)
             assert len(record.calls) == before + 1, "back on the grid: no run"
-            _move(slider, value)
+            assert _shown(figure) == figure.grid.points[figure.position()].caption
+            _choose(menu, value)
             figure.wait(10)
             assert len(record.calls) == before + 1, f"{knob.name} = {value}: known on return"
             assert _shown(figure) == shown
-        _move(slider, default)
+            other = next(v for v in knob.values if v != slider.value)
+            _move(slider, other)  # the slider returns the knob to the grid, the menu follows
+            assert menu.value is None and len(record.calls) == before + 1
+            _move(slider, knob.default)
     assert _shown(figure) == figure.grid.points[figure.grid.default_key].caption
 
 
-def test_the_issue_grids_offer_every_grid_value_and_short_values_between(no_drawing):
+def test_the_issue_grids_step_over_grid_values_and_offer_short_values_between(no_drawing):
     figure, _ = _figure([Knob("lr", [0.01, 0.02, 0.04, 0.1, 0.2, 0.4], default=0.04, log=True)],
                         True)
-    labels = [label for label, _ in figure.slider.options]
-    assert labels[:9] == ["0.01", "0.012", "0.014", "0.017", "0.02", "0.024", "0.028", "0.034",
-                          "0.04"]
-    assert {"0.1", "0.2", "0.4"} <= set(labels) and len(labels) == 21
+    assert [label for label, _ in figure.slider.options] == ["0.01", "0.02", "0.04", "0.1",
+                                                             "0.2", "0.4"]
+    labels = [label for label, _ in figure.menus[0].options]
+    assert labels[:7] == ["on the grid", "0.012", "0.014", "0.017", "0.024", "0.028", "0.034"]
+    assert len(labels) == 1 + 15
     assert figure.slider.label == "0.04" and figure.slider.value == 0.04
 
 

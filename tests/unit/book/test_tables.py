@@ -41,3 +41,14 @@ def test_table_text_names_missing_columns_and_bad_styles() -> None:
         table_text([{"a": 1}], {"a": "A", "missing_key": "B"})
     with pytest.raises(ValueError, match="style"):
         table_text([{"a": 1}], ["a"], style="latex")
+
+
+def test_a_value_not_measured_shows_as_a_dash_never_nan() -> None:
+    import numpy as np
+    import torch
+
+    rows = [{"a": float("nan"), "b": np.float32("nan"), "c": torch.tensor(float("nan")).item(),
+             "d": np.nan, "e": 0.5, "f": "nan?"}]
+    table = show_table(rows, list("abcdef"), {"d": ".2f"})
+    assert table.cells() == [["—", "—", "—", "—", "0.5", "nan?"]]
+    assert "nan" not in table._repr_html_().replace("nan?", "")

@@ -8,7 +8,7 @@ import torch
 
 from flowlaws.common.transformer import CausalTransformer
 from flowlaws.conservation import deep_laws
-from flowlaws.conservation.flow import cross_entropy_loss, parameters_of
+from flowlaws.conservation.losses import cross_entropy_loss, parameters_of
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,7 @@ from flowlaws.conservation.discrete import (
     one_step_change_two_layer,
     scan_step_sizes,
 )
-from flowlaws.conservation.flow import (
-    mse_loss,
-    parameters_of,
-)
+from flowlaws.conservation.losses import mse_loss, parameters_of
 from flowlaws.conservation.training import train
 
 from ..problems import balance, problem

@@ -85,3 +85,12 @@ def test_local_slope_panels_draw_one_line_per_step_size() -> None:
     np.testing.assert_allclose(first.get_ydata(), second.get_ydata())
     np.testing.assert_allclose(t_err.get_lines()[0].get_ydata(), ts)
     plt.close("all")
+
+
+def test_math_label_sets_ascii_formulas_as_math_and_leaves_words():
+    from flowlaws.conservation.figures import math_label
+
+    assert math_label("no PE: W_Q W_Q^T - W_K W_K^T") == r"no PE: $W_Q W_Q^\top - W_K W_K^\top$"
+    assert math_label("SwiGLU: ||A_i||^2 - ||C_i||^2") == r"SwiGLU: $\|A_i\|^2 - \|C_i\|^2$"
+    assert math_label("RoPE: row norms of W_Q, W_K") == "RoPE: row norms of $W_Q$, $W_K$"
+    assert math_label("RoPE: 2x2 blocks, no PE, GELU") == "RoPE: 2x2 blocks, no PE, GELU"

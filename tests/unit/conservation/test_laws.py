@@ -7,7 +7,7 @@ import torch
 
 from flowlaws.common.models import Deep, MoE, MultiHeadAttention, SwiGLU, TwoLayer
 from flowlaws.common.transformer import CausalTransformer, rms_norm
-from flowlaws.conservation import laws, lie_count, moe
+from flowlaws.conservation import count_tables, laws, lie_count
 
 
 def _model(build, seed: int = 0):
@@ -73,7 +73,7 @@ def test_wrong_candidates_are_not_orthogonal(build, candidate) -> None:
 def test_the_sigmoid_gate_does_not_conserve_the_sum_of_gate_vectors() -> None:
     rows = {
         (r["gate"], r["top_k"]): r
-        for r in moe.moe_claims_vs_count(
+        for r in count_tables.moe_claims_vs_count(
             gatings=(("softmax", None), ("sigmoid", None)), n_inputs=100
         )
     }
@@ -117,7 +117,7 @@ def test_moe_invariants_follow_the_gate_and_the_seed_claims_do_not() -> None:
     expected = {("softmax", None): E * width + d, ("softmax", 2): E * width + d,
                 ("softmax", 1): E * (width + d), ("sigmoid", None): E * width,
                 ("sigmoid", 2): E * width, ("sigmoid", 1): E * (width + d)}
-    for row in moe.moe_claims_vs_count(d, E, width, 2, n_inputs=100):
+    for row in count_tables.moe_claims_vs_count(d, E, width, 2, n_inputs=100):
         key = (row["gate"], row["top_k"])
         assert row["n_laws"] == row["known"] == expected[key] and row["certified"], row
         assert row["claimed"] == E * width + d

@@ -12,8 +12,8 @@ import torch
 from PIL import Image
 
 from flowlaws.common.models import MoE, SwiGLU
-from flowlaws.conservation.flow import cross_entropy_loss, gradient_and_loss, parameters_of
 from flowlaws.conservation.laws import invariants
+from flowlaws.conservation.losses import cross_entropy_loss, gradient_and_loss, parameters_of
 from flowlaws.conservation.real_data import (
     CharLM,
     block_laws,

@@ -24,6 +24,8 @@ from dataclasses import dataclass, fields, replace
 
 from scipy import stats
 
+from flowlaws.book.cache import stored_type
+
 __all__ = [
     "POWER_TARGET", "LAM_GEOM", "PC_REACH", "GOF_LEVEL", "LEVEL_FRAC", "LAM_MARGIN",
     "FLAT_RISE", "CI_LEVEL", "JUMP_LADDER",
@@ -81,6 +83,7 @@ def min_injections(target: float = POWER_TARGET, level: float = CI_LEVEL) -> int
 _MIN_INJECTIONS = min_injections()
 
 
+@stored_type
 @dataclass(frozen=True)
 class CascadeConfig:
     """Settings of one cascade test (``judge_cascade`` and everything that runs it).

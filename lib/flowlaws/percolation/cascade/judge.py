@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.percolation.cascade.config import POWER_TARGET, READER, CascadeConfig
 from flowlaws.percolation.cascade.detect import (
     min_points_for_power,
@@ -55,6 +56,7 @@ _Z = 1.959963984540054
 _NAN = float("nan")
 
 
+@stored_type
 @dataclass(frozen=True)
 class CascadeVerdict:
     """The result of :func:`judge_cascade`; ``str()`` or :meth:`summary` is the line to print.
@@ -88,8 +90,8 @@ class CascadeVerdict:
     p_c_err: float
     geometric: bool
     gof_p: float
-    peaks: np.ndarray
-    peak_spread: np.ndarray
+    peaks: tuple[float, ...]  # tuples, not arrays: an empty array does not round-trip the cache
+    peak_spread: tuple[float, ...]
     n_runs: int
     n_dropped: int
     n_points: int
@@ -107,7 +109,7 @@ class CascadeVerdict:
     ladder: tuple = ()
     x: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     R: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
-    null: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    null: tuple[float, ...] = field(default=(), repr=False)
 
     @property
     def alpha(self) -> float:
@@ -133,6 +135,17 @@ class CascadeVerdict:
             return getattr(self, key)
         except AttributeError:
             raise KeyError(key) from None
+
+    def row(self) -> dict:
+        """The verdict's scalars as a flat dict (a table row): ``verdict``, ``reason``,
+        ``p_value``, ``power``, ``power_low``, ``power_high``, ``lam``, ``lam_err``, ``lam_low``,
+        ``lam_high``, ``p_c``, ``p_c_err``, ``peaks`` (a list), ``n_runs``, ``n_dropped``,
+        ``n_points``, ``decides_at``, ``decision``, ``surrogate_p``, ``summary``."""
+        keys = ("verdict", "reason", "p_value", "power", "power_low", "power_high", "lam",
+                "lam_err", "lam_low", "lam_high", "p_c", "p_c_err", "n_runs", "n_dropped",
+                "n_points", "decides_at", "decision", "surrogate_p")
+        return {k: getattr(self, k) for k in keys} | {"peaks": list(self.peaks),
+                                                       "summary": self.summary()}
 
     def power_text(self) -> str:
         """``power 0.85 [0.70, 0.94] at λ = 2 (40 injections of 4 levels)`` or why not."""
@@ -232,7 +245,7 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, config: CascadeConfig = READER, 
         return CascadeVerdict(
             "inconclusive", f"{len(kept)} finite run(s) of {C.shape[0]}: nothing to judge",
             _NAN, _NAN, _NAN, _NAN, 0, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, False, _NAN,
-            np.zeros(0), np.zeros(0), len(kept), C.shape[0] - len(kept), len(p), _NAN, config,
+            (), (), len(kept), C.shape[0] - len(kept), len(p), _NAN, config,
             x=p.copy(), R=np.full(len(p), np.nan))
     rng = np.random.default_rng(config.seed)
     t = run_test(kept, p, test_grid(p, p_c, p_c_err), config, rng, p_c=p_c, p_c_err=p_c_err)
@@ -284,11 +297,12 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, config: CascadeConfig = READER, 
         verdict, reason, t.p_value, power.power, power.low, power.high, n_levels,
         float(lam), float(lam_err), float(lam - _Z * lam_err), float(lam + _Z * lam_err),
         float(pc), float(pc_err), bool(geo.geometric), float(geo.gof_p),
-        np.sort(t.peaks), t.spread[np.argsort(t.peaks)], len(kept), C.shape[0] - len(kept),
+        tuple(map(float, np.sort(t.peaks))), tuple(map(float, t.spread[np.argsort(t.peaks)])),
+        len(kept), C.shape[0] - len(kept),
         len(p), float(t.score), config,
         _NAN if p_c is None else float(p_c), _NAN if p_c_err is None else float(p_c_err),
         decides, decision, curve, float(surrogate_p), note, base, float(detectable), ladder,
-        p.copy(), relative_variance(kept), t.null)
+        p.copy(), relative_variance(kept), tuple(map(float, t.null)))
 
 
 CACHEABLE = (CascadeConfig, CascadeVerdict, PowerCurve, Power)

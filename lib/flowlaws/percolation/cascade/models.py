@@ -5,7 +5,7 @@
 judges it, with the size search in fresh runs of the model (the kinematic ring, whose simulation
 is slow, resamples its observed runs). :func:`sgd_verdict` judges the SGD ensemble of
 :func:`~flowlaws.percolation.dynamics.sgd.sgd_order_parameter` at one learning rate and batch
-size. Runs and verdicts are cached on disk (:func:`flowlaws.book.call_cache.cached_call`).
+size. Runs and verdicts are cached on disk (:func:`flowlaws.book.cache.cached_call`).
 
 Explained in: book/02_percolation/05_dsi.ipynb.
 """
@@ -16,7 +16,7 @@ from functools import partial
 
 import numpy as np
 
-from flowlaws.book.call_cache import cached_call
+from flowlaws.book.cache import cached_call, stored_type
 from flowlaws.percolation.cascade.config import READER, CascadeConfig
 from flowlaws.percolation.cascade.judge import CascadeVerdict, judge_cascade
 from flowlaws.percolation.cascade.variance import finite_runs
@@ -83,6 +83,7 @@ def synchronised_ratios(N: int) -> np.ndarray:
     return (2 * n - 1) / (n - 1)
 
 
+@stored_type
 @dataclass(frozen=True)
 class SGDVerdict:
     """The cascade verdict of one SGD setting: ``cascade`` (the verdict), ``lr``, ``B`` (batch

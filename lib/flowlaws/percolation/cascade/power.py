@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.progress import track
 from flowlaws.percolation.cascade.config import (
     FLAT_RISE,
@@ -45,6 +46,7 @@ __all__ = ["Power", "injection_power", "PowerCurve", "power_curve", "decision_si
            "detectable_jump", "n_levels_for"]
 
 
+@stored_type
 @dataclass(frozen=True)
 class Power:
     """``hits`` of ``n`` injected cascades found: ``power`` and its 95 % ``low``–``high``
@@ -91,6 +93,7 @@ def injection_power(C: np.ndarray, p: np.ndarray, config: CascadeConfig, *,
                  config.lam_claimed)
 
 
+@stored_type
 @dataclass(frozen=True)
 class PowerCurve:
     """The power at growing ensemble sizes: ``sizes`` ``(k,)``, ``powers``, ``lows``, ``highs``
@@ -150,8 +153,9 @@ def decision_size(curve: PowerCurve, C: np.ndarray, jump: float) -> tuple[int | 
                       f"is {jump / spread:.2g} × the run-to-run spread of C ({spread:.3g})"
                       if spread > 0 else
                       f"undecidable by this test: the power does not grow with the runs ({tried})")
-    return None, (f"not decided up to {max(curve.sizes)} {how} runs (power {tried}, still "
-                  f"rising); larger ensembles needed")
+    trend = ", still rising" if len(curve.powers) > 1 else ", one size tried"
+    return None, (f"not decided up to {max(curve.sizes)} {how} runs (power {tried}{trend}); "
+                  f"larger ensembles needed")
 
 
 def detectable_jump(C: np.ndarray, p: np.ndarray, config: CascadeConfig, *,

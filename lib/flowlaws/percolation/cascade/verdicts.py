@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.percolation.cascade.config import READER, CascadeConfig
 from flowlaws.percolation.cascade.judge import CascadeVerdict, judge_cascade
 from flowlaws.percolation.cascade.stats import grid_summary
@@ -105,6 +106,7 @@ def verdict_line(label: str, v: CascadeVerdict) -> str:
     return line
 
 
+@stored_type
 @dataclass(frozen=True)
 class SeedTest:
     """The seed-style test of ``R``: ``seed_p`` (phase-randomised surrogates' rank p-value),
@@ -140,6 +142,7 @@ def seed_test(C: np.ndarray, x: np.ndarray, *, n_surrogates: int, alpha: float =
                     np.asarray(t.scores, dtype=float))
 
 
+@stored_type
 @dataclass(frozen=True)
 class EnsembleVerdict:
     """A trained ensemble's ``cascade`` verdict and the seed's test (``seed``) beside it;

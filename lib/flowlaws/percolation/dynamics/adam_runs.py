@@ -2,7 +2,7 @@
 next to the permutation set, and the cascade runs from a small initialisation.
 
 Every function takes what decides its result as arguments (no notebook globals), so
-:func:`flowlaws.book.call_cache.cached_call` keys it by them. Devices are given by name
+:func:`flowlaws.book.cache.calls.cached_call` keys it by them. Devices are given by name
 (``"cpu"``, ``"cuda"``).
 
 Explained in: book/02_percolation/06_adaptive.ipynb
@@ -17,18 +17,15 @@ import torch
 
 from flowlaws.percolation.cascade.config import CascadeConfig
 from flowlaws.percolation.cascade.verdicts import EnsembleVerdict, ensemble_verdict
-from flowlaws.percolation.dynamics.adaptive import (
-    cmax_curves,
-    merged_ensemble,
-    pair_distances,
-    train_ensemble,
-)
+from flowlaws.percolation.dynamics.adaptive import train_ensemble
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
     ensemble_forward,
     ensemble_init,
     ensemble_loss,
 )
+from flowlaws.percolation.topology.clusters import cmax_curves, pair_distances
+from flowlaws.percolation.toys.planted import merged_ensemble
 
 __all__ = ["TRAP_COLUMNS", "TRAP_FORMATS", "AdamTask", "adam_task", "adam_verdict", "cascade_run",
            "joint_state_check", "trap_label", "trap_rows", "trap_run"]
@@ -148,17 +145,17 @@ def cascade_run(task: AdamTask, opt: str, lr: float, runs: int, noise_seed: int,
                        batch_size=4, alpha=alpha, truncation=truncation,
                        weight_decay=weight_decay if opt == "adamw" else 0.0, seed=noise_seed,
                        record_every=record_every)
-    return {"C": cmax_curves(p.theta, student), "steps": np.rint(p.times / lr),
+    return {"C": cmax_curves(p.theta, student), "steps": p.steps,
             "loss": ensemble_loss(p.final, student, X, Yt).median().item(),
             "diverged": p.divergence_report(lr)}
 
 
 def adam_verdict(task: AdamTask, opt: str, lr: float, C: np.ndarray, steps: np.ndarray, *,
-                 cascade_kw: dict, config: CascadeConfig,
-                 n_surrogates: int = 500) -> EnsembleVerdict:
-    """The cascade test's verdict on one setting's ``C`` ``(runs, T)`` at ``steps``
-    (:func:`flowlaws.percolation.cascade.verdicts.ensemble_verdict` with ``config``, the seed's
-    surrogate test beside it); an inconclusive verdict measures the power again on fresh
+                 cascade_kw: dict, config: CascadeConfig, n_surrogates: int
+                 ) -> EnsembleVerdict:
+    """The cascade test's verdict on one setting's ``C`` ``(runs, T)`` at ``steps``, by
+    :func:`flowlaws.percolation.cascade.verdicts.ensemble_verdict` with ``config`` (its
+    ``lam_claimed``: the seed's λ); an inconclusive verdict measures the power again on fresh
     ensembles of ``config.sizes`` runs (:func:`cascade_run` with ``cascade_kw``, new noise
     seeds)."""
     def fresh(runs: int, s: int) -> np.ndarray:

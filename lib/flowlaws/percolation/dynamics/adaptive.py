@@ -25,12 +25,13 @@ Explained in: book/02_percolation/06_adaptive.ipynb.
 from __future__ import annotations
 
 import math
-import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import (
     as_betas,
     as_float,
@@ -39,43 +40,33 @@ from flowlaws.common.checks import (
     check_positive,
 )
 from flowlaws.common.optim import UpdateRule, check_run_args
-from flowlaws.percolation.cascade.surrogates import NullTest, surrogate_test
-from flowlaws.percolation.cascade.variance import finite_runs, relative_variance
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
     check_ensemble_inputs,
-    ensemble_init,
     forward_cache,
     split_params,
     weighted_grad,
 )
 from flowlaws.percolation.dynamics.loop import divergence_report, run_ensemble
-from flowlaws.percolation.topology.clusters import (
-    DEFAULT_DEAD_TOL,
-    DEFAULT_TOL,
-    ensemble_cmax,
-    neuron_vectors,
-)
+from flowlaws.percolation.topology.clusters import neuron_vectors
 
 __all__ = [
     "OPTIMIZERS",
     "stable_noise",
+    "run_generators",
     "truncate",
     "noisy_gradient",
     "AdaptivePath",
     "train_ensemble",
-    "merged_ensemble",
     "joint_neuron_vectors",
-    "pair_distances",
-    "cmax_curves",
-    "cmax_cascade",
 ]
 
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
 
-def stable_noise(shape: tuple[int, ...], alpha: float, generator: torch.Generator, *,
+def stable_noise(shape: tuple[int, ...], alpha: float,
+                 generator: torch.Generator | list[torch.Generator], *,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
                  ) -> torch.Tensor:
     """Symmetric α-stable samples (Chambers–Mallows–Stuck), divided by √2.
@@ -86,15 +77,35 @@ def stable_noise(shape: tuple[int, ...], alpha: float, generator: torch.Generato
     """
     if not 0 < alpha <= 2:
         raise ValueError(f"alpha must lie in (0, 2], got {alpha}")
-    kw = {"generator": generator, "dtype": torch.float64, "device": generator.device}
-    u = (torch.rand(shape, **kw) - 0.5) * math.pi
-    w = -torch.log1p(-torch.rand(shape, **kw))
+    u = (_uniform(shape, generator) - 0.5) * math.pi
+    w = -torch.log1p(-_uniform(shape, generator))
     if alpha == 1:
         x = torch.tan(u)
     else:
         x = (torch.sin(alpha * u) / torch.cos(u) ** (1 / alpha)
              * (torch.cos((1 - alpha) * u) / w) ** ((1 - alpha) / alpha))
     return (x / math.sqrt(2.0)).to(dtype=dtype, device=device)
+
+
+def run_generators(seeds: Sequence[int], device: torch.device | str = "cpu"
+                   ) -> list[torch.Generator]:
+    """One generator per run, seeded by ``seeds``: the noise of run ``r`` then depends on
+    ``seeds[r]`` alone, so an ensemble split into chunks of runs
+    (:mod:`flowlaws.common.chunks`) draws the same noise as one batch."""
+    return [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+
+
+def _uniform(shape: tuple[int, ...], generator: torch.Generator | list[torch.Generator]
+             ) -> torch.Tensor:
+    """Float64 ``U(0, 1)`` of ``shape``: from one generator, or row ``r`` from
+    ``generator[r]`` (one per run, :func:`run_generators`)."""
+    if isinstance(generator, torch.Generator):
+        return torch.rand(shape, generator=generator, dtype=torch.float64,
+                          device=generator.device)
+    if len(generator) != shape[0]:
+        raise ValueError(f"{len(generator)} run generators for {shape[0]} runs")
+    return torch.stack([torch.rand(shape[1:], generator=g, dtype=torch.float64,
+                                   device=g.device) for g in generator])
 
 
 def truncate(xi: torch.Tensor, level: float) -> torch.Tensor:
@@ -106,7 +117,7 @@ def truncate(xi: torch.Tensor, level: float) -> torch.Tensor:
 
 def noisy_gradient(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
                    *, batch_size: int | None, alpha: float, truncation: float,
-                   generator: torch.Generator) -> torch.Tensor:
+                   generator: torch.Generator | list[torch.Generator]) -> torch.Tensor:
     """``(R, dim)`` the reweighted gradient ``Σ_n w_n ∇ℓ_n`` of the module docstring.
 
     ``batch_size=None`` gives the exact full-batch gradient ``∇L`` (no noise).
@@ -120,16 +131,24 @@ def noisy_gradient(theta: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y
     return weighted_grad(weights, forward_cache(theta, shape, X, Y), X)
 
 
+@stored_type
 @dataclass
 class AdaptivePath:
-    """Recorded joint states: ``times`` ``(T,)`` (``lr · step``), ``theta``, ``m``, ``v``
-    ``(T, R, dim)`` (NaN after a run diverged), ``diverged_at`` ``(R,)`` (``-1``: never)."""
+    """Recorded joint states: ``steps`` ``(T,)`` int64 step numbers, ``theta``, ``m``, ``v``
+    ``(T, R, dim)`` (NaN after a run diverged), ``diverged_at`` ``(R,)`` (``-1``: never), and
+    the step size ``lr`` (``times`` is ``lr · steps``, for a plot against training time)."""
 
-    times: np.ndarray
+    steps: np.ndarray
     theta: torch.Tensor
     m: torch.Tensor
     v: torch.Tensor
     diverged_at: torch.Tensor
+    lr: float
+
+    @property
+    def times(self) -> np.ndarray:
+        """``(T,)`` training time ``lr · step`` at every record."""
+        return self.lr * self.steps.astype(float)
 
     @property
     def final(self) -> torch.Tensor:
@@ -145,7 +164,8 @@ def train_ensemble(
     theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
     optimizer: str = "adam", lr: float, n_steps: int, batch_size: int | None = 4,
     alpha: float = 2.0, truncation: float = math.inf, betas: tuple[float, float] = (0.9, 0.999),
-    eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0, record_every: int = 1,
+    eps: float = 1e-8, weight_decay: float = 0.0, seed: int | Sequence[int] = 0,
+    record_every: int = 1,
     max_abs: float = 1e6, m0: torch.Tensor | None = None, v0: torch.Tensor | None = None,
     progress: str | None = None,
 ) -> AdaptivePath:
@@ -157,7 +177,9 @@ def train_ensemble(
             ``"adamw"`` (decoupled decay ``θ ← θ − lr·wd·θ``).
         batch_size: the equivalent mini-batch size ``B`` of the noise; ``None``: no noise.
         alpha, truncation: tail index of ``ξ`` and its clipping level (module docstring).
-        seed: seeds the noise; the same arguments give the same paths.
+        seed: seeds the noise; the same arguments give the same paths. A list of ``R`` ints:
+            one seed per run (:func:`run_generators`), so run ``r``'s noise depends on
+            ``seed[r]`` alone and a split ensemble draws the same paths.
         progress: a label to show a ``tqdm.auto`` progress bar over the steps (None: no bar).
 
     Settings that cannot train (``batch_size=0``, ``betas`` outside ``[0, 1)``, ``eps ≤ 0``,
@@ -169,7 +191,8 @@ def train_ensemble(
     batch_size, seed = _check_settings(theta0, shape, X, Y, batch_size=batch_size, alpha=alpha,
                                        truncation=truncation, betas=betas, eps=eps,
                                        weight_decay=weight_decay, seed=seed, m0=m0, v0=v0)
-    gen = torch.Generator(device=theta0.device).manual_seed(seed)
+    gen = (torch.Generator(device=theta0.device).manual_seed(seed) if isinstance(seed, int)
+           else run_generators(seed, theta0.device))
     rule = UpdateRule(optimizer, lr, betas=betas, eps=eps, weight_decay=weight_decay)
     zeros = torch.zeros_like(theta0)
     state0 = {"theta": theta0, "m": zeros if m0 is None else m0, "v": zeros if v0 is None else v0}
@@ -183,13 +206,14 @@ def train_ensemble(
 
     run = run_ensemble(state0, advance, n_steps, record_every=record_every, max_abs=max_abs,
                        progress=progress)
-    return AdaptivePath(lr * run.steps.astype(float), run.states["theta"], run.states["m"],
-                        run.states["v"], run.diverged_at)
+    return AdaptivePath(run.steps, run.states["theta"], run.states["m"], run.states["v"],
+                        run.diverged_at, float(lr))
 
 
 def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
                     Y: torch.Tensor, *, batch_size: int | None, alpha: float, truncation: float,
-                    betas: tuple[float, float], eps: float, weight_decay: float, seed: int,
+                    betas: tuple[float, float], eps: float, weight_decay: float,
+                    seed: int | Sequence[int],
                     m0: torch.Tensor | None, v0: torch.Tensor | None) -> tuple[int | None, int]:
     """Refuse what :func:`train_ensemble` cannot train; returns ``batch_size`` and ``seed``."""
     if batch_size is not None:
@@ -208,29 +232,11 @@ def _check_settings(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
             raise ValueError(f"{name} must have theta0's shape {tuple(theta0.shape)}, got {got}")
     if v0 is not None and not bool((v0 >= 0).all()):
         raise ValueError("v0 (second moments) must be non-negative and not NaN")
+    if isinstance(seed, Sequence):
+        if len(seed) != theta0.shape[0]:
+            raise ValueError(f"seed holds {len(seed)} per-run seeds for {theta0.shape[0]} runs")
+        return batch_size, [as_int("seed", s) for s in seed]
     return batch_size, as_int("seed", seed)
-
-
-def merged_ensemble(
-    half: TwoLayerShape, n_runs: int, *, copies: int = 2, perturbation: float = 1e-3,
-    scale: float = 1.0, seed: int = 0, dtype: torch.dtype = torch.float32,
-) -> tuple[torch.Tensor, torch.Tensor, TwoLayerShape]:
-    """Runs that start next to the permutation set: every neuron of one ``half`` network copied.
-
-    Each neuron of a random ``half`` network (:func:`ensemble_init`, ``seed``)
-    is repeated ``copies`` times and its outgoing weights divided by ``copies``, so the wide
-    network computes the same function. Returns ``(theta0, merged, shape)``: ``theta0``
-    ``(n_runs, dim)`` is ``merged`` ``(1, dim)`` plus independent Gaussian perturbations of
-    standard deviation ``perturbation`` per run; ``shape`` the wide network's shape. Copies
-    of neuron ``i`` are the neurons ``copies·i, …, copies·i + copies − 1``.
-    """
-    V, U = split_params(ensemble_init(half, 1, seed=seed, scale=scale, dtype=dtype), half)
-    merged = torch.cat([V.repeat_interleave(copies, 1).flatten(1),
-                        (U.repeat_interleave(copies, 2) / copies).flatten(1)], 1)
-    shape = TwoLayerShape(half.n_in, copies * half.width, half.n_out, half.activation)
-    g = torch.Generator().manual_seed(seed + 1)
-    noise = perturbation * torch.randn(n_runs, shape.dim, generator=g, dtype=dtype)
-    return merged + noise, merged, shape
 
 
 def joint_neuron_vectors(theta: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
@@ -241,46 +247,3 @@ def joint_neuron_vectors(theta: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
     """
     rows = [neuron_vectors(*split_params(t.reshape(-1, shape.dim), shape)) for t in (theta, m, v)]
     return torch.cat(rows, dim=-1).reshape(*theta.shape[:-1], shape.width, -1)
-
-
-def pair_distances(theta: torch.Tensor, shape: TwoLayerShape,
-                   pairs: list[tuple[int, int]]) -> torch.Tensor:
-    """``(..., len(pairs))`` relative distances ``‖w_i − w_j‖/(‖w_i‖ + ‖w_j‖)`` of given pairs.
-
-    ``theta`` is ``(..., dim)``; a state of ``(T, R, dim)`` gives ``(T, R, n_pairs)``.
-    """
-    w = neuron_vectors(*split_params(theta.reshape(-1, shape.dim), shape))
-    i, j = (torch.tensor(idx) for idx in zip(*pairs, strict=True))
-    d = (w[:, i] - w[:, j]).norm(dim=-1) / (w[:, i].norm(dim=-1) + w[:, j].norm(dim=-1))
-    return d.reshape(*theta.shape[:-1], len(pairs))
-
-
-def cmax_curves(states: torch.Tensor, shape: TwoLayerShape, tol: float = DEFAULT_TOL,
-                dead_tol: float = DEFAULT_DEAD_TOL) -> np.ndarray:
-    """``(R, T)`` :func:`flowlaws.percolation.topology.clusters.ensemble_cmax` of every run at every
-    checkpoint of ``states`` ``(T, R, dim)`` (an :class:`AdaptivePath`'s ``theta`` or an
-    :class:`flowlaws.percolation.dynamics.sde.SDEPath`'s ``states``); NaN for a diverged run."""
-    return ensemble_cmax(states, shape, tol, dead_tol).T.cpu().numpy()
-
-
-def cmax_cascade(states: torch.Tensor, times: np.ndarray, shape: TwoLayerShape, *,
-                 n_surrogates: int = 1000, seed: int = 0, tol: float = DEFAULT_TOL
-                 ) -> tuple[np.ndarray, np.ndarray, NullTest]:
-    """``C_max`` of every run, its relative variance ``R(t)``, and the surrogate test of ``R``.
-
-    ``states`` ``(T, R, dim)``, ``times`` ``(T,)`` the control parameter (training time).
-    Returns ``C`` ``(R, T)`` (NaN rows for diverged runs), ``R`` ``(T,)`` over the runs that
-    never diverged (:func:`flowlaws.percolation.cascade.variance.finite_runs`) and the
-    :class:`flowlaws.percolation.cascade.surrogates.NullTest` (the cascade the detector finds in
-    ``R``,
-    its p-value among ``n_surrogates`` phase-randomized surrogates and the detector's detection
-    rate on them).
-    """
-    C = cmax_curves(states, shape, tol)
-    finite = finite_runs(C)
-    if len(finite) < len(C):
-        warnings.warn(f"{len(C) - len(finite)} of {len(C)} runs diverged (C_max is NaN): R is "
-                      f"computed over the {len(finite)} runs that stayed finite", stacklevel=2)
-    R = relative_variance(finite)
-    return C, R, surrogate_test(R, np.asarray(times, dtype=float), n_surrogates=n_surrogates,
-                                seed=seed)

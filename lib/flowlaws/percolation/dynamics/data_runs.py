@@ -16,8 +16,9 @@ import torch
 from flowlaws.book.style import COLUMN_INCHES
 from flowlaws.percolation.cascade.variance import noise_scale, relative_variance
 from flowlaws.percolation.cascade.verdicts import EnsembleVerdict
-from flowlaws.percolation.dynamics.adaptive import cmax_curves, train_ensemble
+from flowlaws.percolation.dynamics.adaptive import train_ensemble
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, ensemble_forward, ensemble_init
+from flowlaws.percolation.topology.clusters import cmax_curves
 
 __all__ = ["data_run", "run_figure", "run_report"]
 
@@ -44,7 +45,7 @@ def data_run(X: torch.Tensor, Y: torch.Tensor, width: int, steps: int, *, n_runs
            else ((out[..., 0] > 0) == (Y[:, 0] > 0)))
     C = cmax_curves(p.theta, shape)
     R = relative_variance(C)
-    return {"steps": np.rint(p.times / lr), "C": C, "R": R, "acc": acc.float().mean().item(),
+    return {"steps": p.steps, "C": C, "R": R, "acc": acc.float().mean().item(),
             "noise": noise_scale(R), "flat": float(np.mean(np.diff(R) == 0))}
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import as_float, as_int
 
 __all__ = [
@@ -39,6 +40,7 @@ _ACT = {
 }
 
 
+@stored_type
 @dataclass(frozen=True)
 class TwoLayerShape:
     """Sizes of ``f(x) = U σ(V x)``; a flat state is ``[V.ravel(), U.ravel()]`` per run."""
@@ -166,7 +168,7 @@ def ensemble_loss(
 ) -> torch.Tensor:
     """``(R,)`` full-batch losses ``L = (1/2N) Σ_n ‖f(x_n) − y_n‖²``.
 
-    The same loss as :func:`flowlaws.conservation.flow.mse_loss`. ``Y`` is ``(N, n_out)`` or
+    The same loss as :func:`flowlaws.conservation.losses.mse_loss`. ``Y`` is ``(N, n_out)`` or
     ``(R, N, n_out)``; any other shape (``(N,)`` for ``n_out = 1`` would broadcast to an
     ``N × N`` loss) is a ``ValueError`` naming the shapes.
     """

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.progress import track
 from flowlaws.common.checks import check_positive, check_positive_ints
 
@@ -31,6 +32,7 @@ __all__ = ["EnsembleRecord", "run_ensemble", "divergence_report"]
 State = dict[str, torch.Tensor]
 
 
+@stored_type
 @dataclass
 class EnsembleRecord:
     """What :func:`run_ensemble` recorded.

@@ -6,8 +6,9 @@ gradient flow) and a state-dependent noise factor ``G``. Every function works on
 batch of tensor operations (no Python loop over seeds).
 
 SGD on a two-layer network read as its SDE (:func:`sgd_sde`): the drift is the full-batch
-gradient and ``Σ`` the mini-batch gradient covariance at the current point; plain discrete SGD
-on the same network (:func:`sgd_discrete`) to compare against.
+gradient and ``Σ`` the mini-batch gradient covariance at the current point. Plain discrete SGD,
+which it is compared against, is a loop over steps without noise terms:
+:func:`flowlaws.percolation.dynamics.sgd.sgd_discrete`.
 
 Divergence: a run whose state becomes NaN/inf or exceeds ``max_abs`` is frozen at NaN, its
 step is recorded, and the other runs go on (:class:`SDEPath.diverged_at`).
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.common.checks import as_int, check_nonnegative, check_positive
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
@@ -39,7 +41,6 @@ __all__ = [
     "euler_maruyama",
     "sgd_coefficients",
     "sgd_sde",
-    "sgd_discrete",
 ]
 
 
@@ -57,6 +58,7 @@ class ImplicitNoise:
 Coefficients = Callable[[torch.Tensor], tuple[torch.Tensor, "torch.Tensor | ImplicitNoise"]]
 
 
+@stored_type
 @dataclass
 class SDEPath:
     """An ensemble of recorded trajectories.
@@ -188,43 +190,4 @@ def sgd_sde(
     check_ensemble_inputs(theta0, shape, X, Y)
     return euler_maruyama(sgd_coefficients(shape, X, Y, batch_size), theta0, lr, n_steps,
                           eta=lr, seed=seed, record_every=record_every, max_abs=max_abs,
-                          progress=progress)
-
-
-def sgd_discrete(
-    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
-    lr: float | torch.Tensor, batch_size: int, n_steps: int, seed: int = 0,
-    record_every: int = 1, max_abs: float = 1e6, progress: str | None = None,
-) -> SDEPath:
-    """Plain SGD ``θ ← θ − lr ĝ_B``, each run with its own batches (drawn with replacement).
-
-    The book's one batched SGD loop for ensembles of two-layer networks. ``lr`` is one step
-    size for every run (times ``lr · step``, as :func:`sgd_sde`) or a ``(n_runs,)`` tensor,
-    one step size per run (times are then step numbers). Batches are drawn from a generator
-    seeded with ``seed`` on ``theta0``'s device. Shapes: ``theta0`` ``(R, dim)``, ``X``
-    ``(N, n_in)``, ``Y`` ``(N, n_out)``.
-    """
-    per_run = isinstance(lr, torch.Tensor)
-    if per_run:
-        if lr.shape != (theta0.shape[0],) or not bool(torch.isfinite(lr).all() & (lr > 0).all()):
-            raise ValueError(f"lr must be a positive float or a positive (n_runs,) = "
-                             f"({theta0.shape[0]},) tensor, got shape {tuple(lr.shape)}")
-        step_size = lr.to(theta0)[:, None]
-    else:
-        check_positive(lr=lr)
-        step_size = 1.0
-    batch_size = as_int("batch_size", batch_size, minimum=1)
-    check_ensemble_inputs(theta0, shape, X, Y)
-    g = torch.Generator(device=theta0.device).manual_seed(as_int("seed", seed))
-
-    def coefficients(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        idx = torch.randint(X.shape[0], (theta.shape[0], batch_size), generator=g,
-                            device=theta.device)
-        Xb = X[idx]
-        weights = torch.full(idx.shape, 1.0 / batch_size, dtype=theta.dtype, device=theta.device)
-        grad = weighted_grad(weights, forward_cache(theta, shape, Xb, Y[idx]), Xb)
-        return -step_size * grad, torch.zeros_like(theta)
-
-    return euler_maruyama(coefficients, theta0, 1.0 if per_run else lr, n_steps, eta=0.0,
-                          seed=seed, record_every=record_every, max_abs=max_abs,
                           progress=progress)

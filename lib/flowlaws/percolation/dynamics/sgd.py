@@ -1,66 +1,125 @@
-"""The SGD ensembles of Part II: teacher data, planted pairs, learning-rate sweeps.
+"""Plain SGD on ensembles of two-layer networks: a loop over steps, lr sweeps, the order
+parameter over training, and SGD against its SDE.
 
-Each function runs a whole *ensemble* at once (states ``(R, dim)`` in the flat layout of
-:class:`flowlaws.percolation.dynamics.ensemble.TwoLayerShape`) and returns plain tensors or arrays,
-so a
-chapter can cache the result with :func:`flowlaws.book.cache.cached`.
+:func:`sgd_discrete` is the book's one batched mini-batch SGD: ``θ ← θ − lr ĝ_B`` for every
+run at once, stepped by :func:`flowlaws.percolation.dynamics.loop.run_ensemble`; its record
+counts *steps* (an :class:`SGDPath`), never times ``lr · step``. The SDE that SGD is compared
+with (:func:`sde_path`, :func:`one_step_moments`) is :mod:`flowlaws.percolation.dynamics.sde`.
+States are ``(R, dim)`` in the flat layout of
+:class:`flowlaws.percolation.dynamics.ensemble.TwoLayerShape`. The data and starts these runs
+use are :mod:`flowlaws.percolation.toys.planted`.
 
-Explained in: book/02_percolation/01_sde.ipynb (SDE and one-step moments),
-02_trapping.ipynb (lr sweeps), 04_percolation.ipynb (a cyclic problem) and 05_dsi.ipynb
-(the order parameter over SGD training).
+Explained in: book/02_percolation/01_sde.ipynb (SGD against its SDE, one-step moments),
+02_trapping.ipynb (lr sweeps), 03_reeb.ipynb and 05_dsi.ipynb (the order parameter over SGD
+training).
 """
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from flowlaws.common.checks import as_int, check_positive
 from flowlaws.percolation.dynamics.ensemble import (
     TwoLayerShape,
+    check_ensemble_inputs,
     ensemble_forward,
     ensemble_init,
+    forward_cache,
     per_sample_grads,
     split_params,
+    weighted_grad,
 )
+from flowlaws.percolation.dynamics.loop import divergence_report, run_ensemble
 from flowlaws.percolation.dynamics.sde import (
     SDEPath,
     euler_maruyama,
     sgd_coefficients,
-    sgd_discrete,
     sgd_sde,
 )
 from flowlaws.percolation.topology.clusters import ensemble_cmax
 
 __all__ = [
-    "cyclic_problem",
+    "SGDPath",
+    "sgd_discrete",
     "sgd_order_parameter",
-    "teacher_data",
-    "planted_pairs",
     "sde_path",
     "one_step_moments",
     "sgd_lr_sweep",
 ]
 
 
-def cyclic_problem(n: int, n_base: int = 32, *, spread: float = 0.5, seed: int = 0
-                   ) -> tuple[TwoLayerShape, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A tanh network of ``n`` neurons on data with the cyclic symmetry ``x → Sx``.
+@dataclass
+class SGDPath:
+    """An SGD ensemble recorded every few steps.
 
-    ``S`` rolls the ``n`` input coordinates. The inputs are ``n_base`` Gaussian points and all
-    their rolls (``n · n_base`` rows), the target ``tanh(Σx/√n)`` is roll-invariant, and the
-    initial state ``(1, dim)`` is an orbit: ``v_i = S^i v_0``, ``u_i = 1/n``, with
-    ``v_0 = (1 + spread·ξ)/√n``. The loss is invariant under ``v_i → S v_{i−1}``, so gradient
-    descent keeps the state an orbit and the neurons' distance matrix circulant.
-    Returns ``(shape, X, Y, theta0)``, float32.
+    Attributes:
+        steps: ``(T,)`` int64 step numbers (0 first, ``n_steps`` last).
+        states: ``(T, n_runs, dim)`` parameters after those steps (NaN after a run diverged).
+        diverged_at: ``(n_runs,)`` int64, the step at which each run diverged, ``-1`` if never.
     """
-    g = torch.Generator().manual_seed(seed)
-    base = torch.randn(n_base, n, generator=g)
-    X = torch.cat([torch.roll(base, k, dims=1) for k in range(n)])
-    Y = torch.tanh(X.sum(1, keepdim=True) / math.sqrt(n))
-    v0 = (1 + spread * torch.randn(n, generator=g)) / math.sqrt(n)
-    V = torch.stack([torch.roll(v0, i) for i in range(n)])
-    theta0 = torch.cat([V.flatten(), torch.full((n,), 1.0 / n)])[None]
-    return TwoLayerShape(n, n, 1, "tanh"), X, Y, theta0
+
+    steps: np.ndarray
+    states: torch.Tensor
+    diverged_at: torch.Tensor
+
+    @property
+    def final(self) -> torch.Tensor:
+        """``(n_runs, dim)`` the last recorded state."""
+        return self.states[-1]
+
+    @property
+    def diverged(self) -> torch.Tensor:
+        """``(n_runs,)`` bool, the runs that diverged."""
+        return self.diverged_at >= 0
+
+    def divergence_report(self) -> str:
+        """One line naming the diverged runs and their steps (or saying that none did)."""
+        return divergence_report(self.diverged_at)
+
+
+def sgd_discrete(
+    theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor, *,
+    lr: float | torch.Tensor, batch_size: int, n_steps: int, seed: int = 0,
+    record_every: int = 1, max_abs: float = 1e6, progress: str | None = None,
+) -> SGDPath:
+    """Plain SGD ``θ ← θ − lr ĝ_B``, each run with its own batches (drawn with replacement).
+
+    The book's one batched SGD loop for ensembles of two-layer networks, a plain loop over
+    steps through :func:`~flowlaws.percolation.dynamics.loop.run_ensemble` (divergence
+    included). ``lr`` is one step size for every run or a ``(n_runs,)`` tensor, one step size
+    per run. Batches are drawn from a generator seeded with ``seed`` on ``theta0``'s device.
+    Shapes: ``theta0`` ``(R, dim)``, ``X`` ``(N, n_in)``, ``Y`` ``(N, n_out)``. The record
+    counts steps (:class:`SGDPath`); the time of the SDE that SGD approximates is
+    ``lr · step``.
+
+    Explained in: book/02_percolation/01_sde.ipynb
+    """
+    if isinstance(lr, torch.Tensor):
+        if lr.shape != (theta0.shape[0],) or not bool(torch.isfinite(lr).all() & (lr > 0).all()):
+            raise ValueError(f"lr must be a positive float or a positive (n_runs,) = "
+                             f"({theta0.shape[0]},) tensor, got shape {tuple(lr.shape)}")
+        step_size: float | torch.Tensor = lr.to(theta0)[:, None]
+    else:
+        check_positive(lr=lr)
+        step_size = lr
+    batch_size = as_int("batch_size", batch_size, minimum=1)
+    check_ensemble_inputs(theta0, shape, X, Y)
+    g = torch.Generator(device=theta0.device).manual_seed(as_int("seed", seed))
+
+    def advance(state: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
+        theta = state["theta"]
+        idx = torch.randint(X.shape[0], (theta.shape[0], batch_size), generator=g,
+                            device=theta.device)
+        Xb = X[idx]
+        weights = torch.full(idx.shape, 1.0 / batch_size, dtype=theta.dtype, device=theta.device)
+        grad = weighted_grad(weights, forward_cache(theta, shape, Xb, Y[idx]), Xb)
+        return {"theta": theta - step_size * grad}
+
+    run = run_ensemble({"theta": theta0}, advance, n_steps, record_every=record_every,
+                       max_abs=max_abs, progress=progress)
+    return SGDPath(run.steps, run.states["theta"], run.diverged_at)
 
 
 def sgd_order_parameter(lr: float, *, width: int = 8, n_in: int = 4, n_data: int = 64,
@@ -96,49 +155,7 @@ def sgd_order_parameter(lr: float, *, width: int = 8, n_in: int = 4, n_data: int
                         batch_size=batch_size, n_steps=n_steps, seed=seed + 1,
                         record_every=record_every)
     C = ensemble_cmax(path.states, shape).cpu()
-    return {"steps": (path.times / lr).round().astype(int).tolist(), "C": C.T.contiguous()}
-
-
-def teacher_data(
-    n_samples: int, n_in: int, n_teacher: int, *, label_noise: float, seed: int = 0,
-    dtype: torch.dtype = torch.float32,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs ``X`` ``(N, n_in)`` ~ N(0, I) and targets ``Y`` ``(N, 1)`` of a tanh teacher.
-
-    ``y = Σ_k (−1)^k tanh(v_k · x) + label_noise · ξ`` with ``n_teacher`` rows ``v_k`` ~ N(0, I).
-    The label noise keeps the mini-batch gradients noisy at the minimum (without it SGD
-    noise vanishes where the network interpolates).
-
-    Explained in: book/02_percolation/01_sde.ipynb.
-    """
-    g = torch.Generator().manual_seed(seed)
-    X = torch.randn(n_samples, n_in, generator=g, dtype=dtype)
-    V = torch.randn(n_teacher, n_in, generator=g, dtype=dtype)
-    signs = torch.tensor([(-1.0) ** k for k in range(n_teacher)], dtype=dtype)
-    Y = torch.tanh(X @ V.T) @ signs[:, None]
-    return X, Y + label_noise * torch.randn(n_samples, 1, generator=g, dtype=dtype)
-
-
-def planted_pairs(
-    shape: TwoLayerShape, n_runs: int, *, rel_noise: float, seed: int = 0,
-    dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:
-    """``(n_runs, dim)`` states whose neuron ``i + width/2`` is a noisy copy of neuron ``i``.
-
-    The first half of the neurons is drawn by :func:`ensemble_init`; each copy
-    multiplies every weight by ``1 + rel_noise · ξ`` (ξ ~ N(0, 1)), so a pair starts at a
-    relative distance of roughly ``rel_noise / 2``: near the permutation set ``{w_i = w_j}``.
-
-    Explained in: book/02_percolation/02_trapping.ipynb.
-    """
-    if shape.width % 2:
-        raise ValueError(f"planted pairs need an even width, got {shape.width}")
-    half = TwoLayerShape(shape.n_in, shape.width // 2, shape.n_out, shape.activation)
-    V, U = split_params(ensemble_init(half, n_runs, seed=seed, dtype=dtype), half)
-    g = torch.Generator().manual_seed(seed + 1)
-    V2 = V * (1 + rel_noise * torch.randn(V.shape, generator=g, dtype=dtype))
-    U2 = U * (1 + rel_noise * torch.randn(U.shape, generator=g, dtype=dtype))
-    return torch.cat([torch.cat([V, V2], 1).flatten(1), torch.cat([U, U2], 2).flatten(1)], 1)
+    return {"steps": path.steps.tolist(), "C": C.T.contiguous()}
 
 
 def sde_path(
@@ -198,12 +215,12 @@ def one_step_moments(
 def sgd_lr_sweep(
     theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor, Y: torch.Tensor,
     lrs: list[float], *, batch_size: int, n_steps: int, record_every: int = 1, seed: int = 0,
-) -> SDEPath:
+) -> SGDPath:
     """Discrete SGD at several learning rates in ONE ensemble (one batch of tensor ops per step).
 
     Run ``k · R + r`` starts at ``theta0[r]`` and uses ``lrs[k]``; each run draws its own
-    mini-batches (with replacement). Returns an :class:`SDEPath` whose times are
-    step numbers; ``states`` has shape ``(T, len(lrs) · R, dim)``.
+    mini-batches (with replacement). Returns an :class:`SGDPath`; ``states`` has shape
+    ``(T, len(lrs) · R, dim)``.
 
     Explained in: book/02_percolation/02_trapping.ipynb.
     """

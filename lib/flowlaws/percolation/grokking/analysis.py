@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowlaws.book.cache import stored_type
 from flowlaws.percolation.cascade.config import READER, CascadeConfig
 from flowlaws.percolation.cascade.judge import judge_cascade
 from flowlaws.percolation.cascade.statistic import MIN_GAP
@@ -35,6 +36,7 @@ from flowlaws.percolation.grokking.training import first_step_above
 __all__ = ["Delay", "delay_summary", "align_to_grok", "judge_series"]
 
 
+@stored_type
 @dataclass
 class Delay:
     """``memorised``, ``grokked``, ``ratio`` and ``test_at_memorised`` ``(R,)`` (NaN where a run

@@ -14,7 +14,15 @@ new checkpoint is written beside them (a temporary file, fsynced), the newest be
 previous one, then the new one replaces it: at every instant one good checkpoint exists. A
 checkpoint that cannot be read (truncated, corrupt, from a foreign file) is named in a
 warning and the previous one is used; when neither can be read the run starts again, with a
-warning. Loading is always ``torch.load(..., weights_only=True)``.
+warning. Loading is always ``torch.load(..., weights_only=True)``. A checkpoint whose
+parameters hold NaN or inf, or whose version is not an integer, is named as corrupt the same
+way: it is never a result.
+
+**One writer.** :func:`run_lock` holds an exclusive lock (``fcntl.flock`` on ``train.lock`` in
+the run folder) while a run trains: a second ``train`` of the same configuration and folder
+waits for the first (with a warning naming the folder), then loads or extends its result, so
+no work is lost. :func:`check_run_paths` refuses a run folder that is a file, or a checkpoint
+path that is a folder or not a regular file, before training starts.
 
 **Metrics recomputable without training.** Every record stores, per run, the minimum spanning
 forest of the MLP neurons' relative distances (live neurons only): the components of the
@@ -27,11 +35,13 @@ Explained in: book/02_percolation/07_grokking.ipynb
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,9 +52,11 @@ from flowlaws.percolation.topology.clusters import cmax, dead_neurons, relative_
 
 __all__ = ["GrokStoreWarning", "trajectory_key", "neuron_forests", "cmax_from_forests",
            "save_checkpoint", "load_checkpoint", "check_checkpoint", "read_records",
-           "merge_order_parameter", "nearest_neighbour_distance", "warn_older_runs"]
+           "merge_order_parameter", "nearest_neighbour_distance", "warn_older_runs",
+           "run_lock", "check_run_paths"]
 
 NEWEST, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
+LOCK = "train.lock"
 
 
 class GrokStoreWarning(UserWarning):
@@ -236,12 +248,17 @@ def load_checkpoint(folder: Path, device: torch.device, version: int, check) -> 
         if reason is not None:
             fallback = ("the previous checkpoint is used" if name == NEWEST else
                         "the run starts again from step 0")
-            warnings.warn(f"checkpoint {folder / name} could not be read ({reason}); {fallback}",
-                          GrokStoreWarning, stacklevel=3)
+            warnings.warn(f"checkpoint {folder / name} could not be read or is corrupt "
+                          f"({reason}); {fallback}", GrokStoreWarning, stacklevel=3)
             continue
         if ckpt is None:
             continue
-        stored = int(ckpt.get("training_code_version", 0))
+        stored = ckpt.get("training_code_version", 0)
+        if isinstance(stored, bool) or not isinstance(stored, int):
+            warnings.warn(f"checkpoint {folder / name} is corrupt (its training_code_version is "
+                          f"{stored!r}, not an integer); it is not used", GrokStoreWarning,
+                          stacklevel=3)
+            continue
         if stored != version:
             kept = folder / f"checkpoint-v{stored}.pt"
             os.replace(folder / name, kept)
@@ -255,6 +272,45 @@ def load_checkpoint(folder: Path, device: torch.device, version: int, check) -> 
     return None
 
 
+def check_run_paths(folder: Path) -> None:
+    """Refuse, before training, a run folder that is not a folder and a checkpoint path that
+    is a folder or another non-file: a save there would fail and lose the steps since the last
+    checkpoint. The error names the path."""
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"the run folder {folder} is a file, not a folder; move it away "
+                                 "and train again")
+    for name in (NEWEST, PREVIOUS, NEWEST + ".new", LOCK, "config.json"):
+        path = folder / name
+        if (path.exists() or path.is_symlink()) and not path.is_file():
+            raise IsADirectoryError(f"{path} is {'a folder' if path.is_dir() else 'not a file'}, "
+                                    "where the run keeps a file; move it away and train again")
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path) -> Iterator[None]:
+    """Hold the run's exclusive lock (``flock`` on ``folder/train.lock``) while the block runs;
+    wait, with a :class:`GrokStoreWarning` naming the folder, while another process holds it.
+    Without ``fcntl`` (Windows) no lock is taken."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK, "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            warnings.warn(f"another process is training the run in {folder}; waiting for it to "
+                          "finish, then its result is loaded or extended", GrokStoreWarning,
+                          stacklevel=3)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def check_checkpoint(ckpt: dict, shapes: dict[str, tuple], metrics: list[str]) -> None:
     """Raise when ``ckpt`` lacks what training needs: the fields, parameters and AdamW moments
     of ``shapes``, the ``metrics`` records, the spanning forests and the key frequencies."""
@@ -264,6 +320,9 @@ def check_checkpoint(ckpt: dict, shapes: dict[str, tuple], metrics: list[str]) -
     for k, shape in shapes.items():
         if tuple(ckpt["params"][k].shape) != tuple(shape):
             raise ValueError(f"its {k} has shape {tuple(ckpt['params'][k].shape)}, not {shape}")
+        if not torch.isfinite(ckpt["params"][k]).all():
+            raise ValueError(f"its parameter {k} holds NaN or inf: a corrupt or diverged state, "
+                             "never a result")
         for m in "mv":
             if ckpt["state"][f"{m}.{k}"].shape != ckpt["params"][k].shape:
                 raise ValueError(f"its AdamW moment {m}.{k} has the wrong shape")

@@ -10,7 +10,7 @@ The optimiser is AdamW as written once for the book (:class:`flowlaws.common.opt
 the update of :class:`torch.optim.AdamW`: decoupled weight decay, bias-corrected moments), with
 Nanda's linear warm-up of the learning rate over ``warmup`` steps.
 
-Every ``log_every`` steps :func:`train` records, per run, train and test accuracy and loss
+Every ``log_every`` steps :func:`train_grokking` records, per run, train and test accuracy and loss
 and the *merge order parameter* ``C_max``: MLP neuron ``i`` is the vector
 ``[W_in[i, :], b_in[i], W_out[:, i]]`` and ``C_max`` is the size of the largest group of
 neurons linked by relative distances below ``tol``
@@ -28,6 +28,17 @@ not the library's code, but :data:`TRAINING_CODE_VERSION`, and not the metric-on
 A later call resumes from it, so an interrupted run (a ``KeyboardInterrupt``, a lost Colab
 session) loses only the steps since the last checkpoint, a finished run is loaded instead of
 trained again, and a corrupt newest checkpoint falls back to the previous one, with a warning.
+Two calls on the same configuration and folder take turns (a lock in the run folder): the
+second loads or extends what the first stored, and no work is lost.
+
+**Divergence, at any precision.** A run has diverged when its train loss is NaN or infinite,
+or exceeds :data:`DIVERGENCE_FACTOR` (100) times its own train loss at step 0 (about
+``log p`` for an untrained model), or when a parameter is NaN or infinite. In float64 a run at
+too high a learning rate can stay finite -- a train loss of 1e78, weights of 1e12 -- and it is
+still not a result: :func:`train` raises :class:`GrokDivergenceError` and never saves a
+diverged state, finished or not. AdamW's decoupled decay multiplies the weights by
+``1 − lr · weight_decay`` at each step: ``lr · weight_decay ≥ 1`` (weights zeroed or flipped)
+is refused before training.
 
 Explained in: book/02_percolation/07_grokking.ipynb
 """
@@ -37,7 +48,7 @@ import functools
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,16 +57,20 @@ import torch
 
 from flowlaws.book.cache import cache_dir as default_cache_dir
 from flowlaws.book.progress import bar as progress_bar
+from flowlaws.book.runtime import check_device
+from flowlaws.common.checks import check_decoupled_decay
 from flowlaws.common.optim import EnsembleDivergenceError, UpdateRule
 from flowlaws.percolation.grokking.checkpoints import (
     GrokStoreWarning,
     _mlp_neurons,
     check_checkpoint,
+    check_run_paths,
     load_checkpoint,
     merge_order_parameter,
     nearest_neighbour_distance,
     neuron_forests,
     read_records,
+    run_lock,
     save_checkpoint,
     trajectory_key,
     warn_older_runs,
@@ -76,6 +91,7 @@ from flowlaws.percolation.grokking.model import (
 
 __all__ = [
     "TRAINING_CODE_VERSION",
+    "DIVERGENCE_FACTOR",
     "GrokStoreWarning",
     "PARAM_NAMES",
     "METRICS",
@@ -92,7 +108,7 @@ __all__ = [
     "nearest_neighbour_distance",
     "GrokRun",
     "run_folder",
-    "train",
+    "train_grokking",
     "first_step_above",
 ]
 
@@ -108,18 +124,60 @@ parameter.)"""
 
 METRICS = ("train_acc", "test_acc", "train_loss", "test_loss", "c_max", "nn_distance")
 
+DIVERGENCE_FACTOR = 100.0
+"""A run whose train loss exceeds this many times its train loss at step 0 has diverged (as
+has one whose loss or parameters are NaN or infinite), at any floating-point precision."""
+
+
 class GrokDivergenceError(EnsembleDivergenceError):
-    """A grokking run whose loss became NaN or infinite (``runs``, ``steps``, ``lr``); it is
-    not saved: the run folder keeps its last finite checkpoint."""
+    """Grokking runs that diverged (``runs``, ``steps``, ``lr``): a train loss that is NaN,
+    infinite or above :data:`DIVERGENCE_FACTOR` times its start, or parameters that are not
+    finite. Nothing diverged is saved: the run folder keeps its last sound checkpoint."""
+
+    def __init__(self, runs: list[int], steps: list[int], n_runs: int, lr: float,
+                 note: str = "") -> None:
+        super().__init__(runs, steps, n_runs, lr, note)
+        detail = ", ".join(f"run {r} after step {s}" for r, s in zip(runs[:10], steps[:10],
+                                                                      strict=True))
+        more = f" (and {len(runs) - 10} more)" if len(runs) > 10 else ""
+        self.args = (f"{len(runs)} of {n_runs} runs diverged with lr={lr:g} (a train loss NaN, "
+                     f"infinite or above {DIVERGENCE_FACTOR:g} times its step-0 value, or "
+                     f"parameters not finite): {detail}{more}; lower the learning rate{note}",)
+
+
+class StoredParamsUnavailable(Mapping):
+    """``GrokRun.params`` of a run read up to a step before the stored one: the parameters of
+    that step are not stored (a run folder keeps its newest parameters only), so any access
+    raises a ``LookupError`` saying so, rather than handing out another step's weights."""
+
+    def __init__(self, step: int, stored: int, folder: Path) -> None:
+        self.message = (f"the parameters at step {step} are not stored: the run in {folder} "
+                        f"was trained to step {stored} and keeps its newest parameters only; "
+                        f"train with n_steps={stored} for them (the metrics up to step {step} "
+                        "are in this result)")
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        raise LookupError(self.message)
+
+    def __iter__(self) -> Iterator[str]:
+        raise LookupError(self.message)
+
+    def __len__(self) -> int:
+        raise LookupError(self.message)
+
+    def __repr__(self) -> str:
+        return f"StoredParamsUnavailable({self.message!r})"
 
 
 @dataclass
 class GrokRun:
-    """What :func:`train` returns. ``steps`` ``(T,)``; ``train_acc``, ``test_acc``,
+    """What :func:`train_grokking` returns. ``steps`` ``(T,)``; ``train_acc``, ``test_acc``,
     ``train_loss``, ``test_loss``, ``nn_distance`` ``(T, R)``; ``c_max`` ``(T, R, n_tols)``
     (one column per ``config.tols``); ``freqs`` ``(T, R, d_mlp, 2)`` every MLP neuron's key
     frequency and its share (:func:`flowlaws.percolation.grokking.fourier.frequency_cmax` turns
-    them into the functional order parameter); ``params`` the latest stored parameters;
+    them into the functional order parameter); ``params`` the parameters at step
+    ``params_step`` = ``config.n_steps`` (a :class:`StoredParamsUnavailable` that refuses every
+    access when the folder holds a longer run, whose parameters at that step are not stored);
     ``folder`` the run folder; ``resumed_from`` the step it resumed from (0: fresh);
     ``seconds`` the wall time of this call; ``seconds_per_step`` (wall) and
     ``cpu_seconds_per_step`` (this process's CPU time: on a shared machine, closer to what the
@@ -144,13 +202,14 @@ class GrokRun:
     cpu_seconds_per_step: float
     train_seconds: float = float("nan")
     train_cpu_seconds: float = float("nan")
+    params_step: int = -1
 
 
 def run_folder(cfg: GrokConfig, device: torch.device | str = "cpu",
                cache_dir: Path | str | None = None) -> Path:
     """The folder of a run: ``<cache_dir>/grokking-<key of the trajectory's parameters>``."""
     base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return base / f"grokking-{trajectory_key(cfg.key_params(torch.device(device)))}"
+    return base / f"grokking-{trajectory_key(cfg.key_params(check_device(device)))}"
 
 
 def _record(metrics: dict[str, list], step: int, params, data) -> None:
@@ -189,7 +248,7 @@ def _save(ckpt: dict, folder: Path) -> None:
     save_checkpoint(ckpt, folder)
 
 
-def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
+def train_grokking(cfg: GrokConfig, *, device: torch.device | str | None = None,
           cache_dir: Path | str | None = None, progress: bool = True,
           callback: Callable[[int], None] | None = None) -> GrokRun:
     """Train (or resume, or load) the ensemble of ``cfg`` up to ``cfg.n_steps`` steps.
@@ -199,13 +258,27 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
     checkpoint, with a :class:`GrokStoreWarning` naming the file, when it cannot be read).
     ``callback(step)`` is called after every step (the tests use it to interrupt a run). A
     progress bar (:func:`flowlaws.book.progress.bar`) shows the steps and the ensemble's mean
-    test accuracy. A run whose loss becomes NaN or infinite raises
-    :class:`GrokDivergenceError` (runs, step, lr) and is not saved: the folder keeps its last
-    finite checkpoint.
+    test accuracy. A run that diverges (module docstring: a loss NaN, infinite or above
+    :data:`DIVERGENCE_FACTOR` times its start) raises :class:`GrokDivergenceError` (runs, step,
+    lr) and is not saved: the folder keeps its last sound checkpoint. ``lr · weight_decay ≥ 1``
+    and a ``device`` torch does not know are ``ValueError`` s naming them; a checkpoint path
+    that is a folder is refused before training. A second call on the same configuration and
+    folder waits for the first (:func:`~flowlaws.percolation.grokking.checkpoints.run_lock`).
     """
     t0 = time.perf_counter()
-    dev = torch.device(device or "cpu")
+    if not isinstance(cfg, GrokConfig):
+        raise TypeError(f"cfg must be a GrokConfig, got {type(cfg).__name__}")
+    dev = check_device(device)
+    check_decoupled_decay(cfg.lr, cfg.weight_decay, lr_name="cfg.lr",
+                          decay_name="cfg.weight_decay")
     folder = run_folder(cfg, dev, cache_dir)
+    check_run_paths(folder)
+    with run_lock(folder):
+        return _train(cfg, dev, folder, t0, progress, callback)
+
+
+def _train(cfg: GrokConfig, dev: torch.device, folder: Path, t0: float, progress: bool,
+           callback: Callable[[int], None] | None) -> GrokRun:
     data = (*modular_data(cfg.p, cfg.fraction, cfg.data_seed, dev), cfg.p)
     ckpt = load_checkpoint(folder, dev, TRAINING_CODE_VERSION, _checker(cfg))
     if ckpt is not None:
@@ -229,12 +302,13 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
                        desc=f"grokking p={cfg.p}, {cfg.n_runs} runs")
     t_train, c_train = time.perf_counter(), time.process_time()
     clock = [float(c) for c in ckpt.get("clock", [0.0, 0.0])]  # time of the stored steps
-    diverged = torch.full((cfg.n_runs,), -1, device=dev)  # step of a first non-finite loss
+    diverged = torch.full((cfg.n_runs,), -1, device=dev)  # step of a first diverged loss
+    limit = DIVERGENCE_FACTOR * torch.as_tensor(ckpt["metrics"]["train_loss"][0], device=dev)
     while step < cfg.n_steps:
         for t in params.values():
             t.requires_grad_(True)
         loss, _ = loss_and_accuracy(params, data[0], data[1])
-        diverged = _mark_diverged(diverged, loss, step)  # no sync: checked at checkpoints
+        diverged = _mark_diverged(diverged, loss, limit, step)  # checked at checkpoints
         grads = torch.autograd.grad(loss.sum(), list(params.values()))
         for t in params.values():
             t.requires_grad_(False)
@@ -248,7 +322,9 @@ def train(cfg: GrokConfig, *, device: torch.device | str | None = None,
         if step % cfg.checkpoint_every == 0 or step == cfg.n_steps:
             with torch.no_grad():  # never store a diverged state, finished or not
                 loss, _ = loss_and_accuracy(params, data[0], data[1])
-            _raise_if_diverged(_mark_diverged(diverged, loss, step), cfg, folder)
+            finite = torch.stack([torch.isfinite(t).flatten(1).all(1) for t in params.values()])
+            loss = torch.where(finite.all(0), loss, torch.nan)  # non-finite parameters
+            _raise_if_diverged(_mark_diverged(diverged, loss, limit, step), cfg, folder)
             ckpt["clock"] = [clock[0] + time.perf_counter() - t_train,
                              clock[1] + time.process_time() - c_train]
             _save(ckpt, folder)
@@ -266,8 +342,12 @@ def _lr_at(cfg: GrokConfig, step: int) -> float:  # linear warm-up, then cfg.lr
     return cfg.lr * min(step / cfg.warmup, 1.0) if cfg.warmup > 0 else cfg.lr
 
 
-def _mark_diverged(diverged: torch.Tensor, loss: torch.Tensor, step: int) -> torch.Tensor:
-    return torch.where(~torch.isfinite(loss.detach()) & (diverged < 0), step, diverged)
+def _mark_diverged(diverged: torch.Tensor, loss: torch.Tensor, limit: torch.Tensor,
+                   step: int) -> torch.Tensor:
+    """The step at which each run first diverged: a loss NaN, infinite or above ``limit``."""
+    loss = loss.detach()
+    bad = ~torch.isfinite(loss) | (loss > limit.to(loss.dtype))
+    return torch.where(bad & (diverged < 0), step, diverged)
 
 
 def _raise_if_diverged(diverged: torch.Tensor, cfg: GrokConfig, folder: Path) -> None:
@@ -277,7 +357,7 @@ def _raise_if_diverged(diverged: torch.Tensor, cfg: GrokConfig, folder: Path) ->
         lr = _lr_at(cfg, max(min(steps), 1))
         warm = f" (warming up to lr={cfg.lr:g})" if lr != cfg.lr else ""
         raise GrokDivergenceError(runs, steps, cfg.n_runs, lr, f"{warm}. The run is not saved "
-                                  f"as finished: {folder} keeps its last finite checkpoint")
+                                  f"as finished: {folder} keeps its last sound checkpoint")
 
 
 def _adamw(rule: UpdateRule, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],
@@ -294,7 +374,10 @@ def _result(cfg: GrokConfig, ckpt: dict, folder: Path, start: int, seconds: floa
             per_step: float, cpu_per_step: float) -> GrokRun:
     steps, arrays = read_records(ckpt, cfg.n_steps, cfg.log_every, cfg.tols, folder)
     clock = [float(c) for c in ckpt.get("clock", [np.nan, np.nan])]
-    return GrokRun(cfg, steps, **arrays, params=ckpt["params"],
+    params: Mapping[str, torch.Tensor] = ckpt["params"]
+    if ckpt["step"] > cfg.n_steps:  # a longer stored run: its newest parameters are not these
+        params = StoredParamsUnavailable(cfg.n_steps, ckpt["step"], folder)
+    return GrokRun(cfg, steps, **arrays, params=params, params_step=cfg.n_steps,
                    folder=folder, resumed_from=start, seconds=seconds, seconds_per_step=per_step,
                    cpu_seconds_per_step=cpu_per_step, train_seconds=clock[0],
                    train_cpu_seconds=clock[1])

@@ -55,6 +55,8 @@ __all__ = [
     "mean_over_finite",
     "partition_with_dead",
     "merge_heights",
+    "pair_distances",
+    "cmax_curves",
 ]
 
 
@@ -291,3 +293,28 @@ def merge_heights(theta: torch.Tensor, shape: TwoLayerShape) -> np.ndarray:
         np.fill_diagonal(d, 0.0)
         out.append(linkage(squareform(d, checks=False), "single")[:, 2])
     return np.array(out)
+
+
+def pair_distances(theta: torch.Tensor, shape: TwoLayerShape,
+                   pairs: list[tuple[int, int]]) -> torch.Tensor:
+    """``(..., len(pairs))`` relative distances ``‖w_i − w_j‖/(‖w_i‖ + ‖w_j‖)`` of given pairs.
+
+    ``theta`` is ``(..., dim)``; a state of ``(T, R, dim)`` gives ``(T, R, n_pairs)``.
+
+    Explained in: book/02_percolation/06_adaptive.ipynb and 09_fragmentation.ipynb
+    """
+    w = neuron_vectors(*split_params(theta.reshape(-1, shape.dim), shape))
+    i, j = (torch.tensor(idx) for idx in zip(*pairs, strict=True))
+    d = (w[:, i] - w[:, j]).norm(dim=-1) / (w[:, i].norm(dim=-1) + w[:, j].norm(dim=-1))
+    return d.reshape(*theta.shape[:-1], len(pairs))
+
+
+def cmax_curves(states: torch.Tensor, shape: TwoLayerShape, tol: float = DEFAULT_TOL,
+                dead_tol: float = DEFAULT_DEAD_TOL) -> np.ndarray:
+    """``(R, T)`` :func:`ensemble_cmax` of every run at every checkpoint of ``states``
+    ``(T, R, dim)`` (an ``AdaptivePath``'s ``theta`` or an ``SGDPath``'s ``states``, both of
+    :mod:`flowlaws.percolation.dynamics`); NaN for a diverged run.
+
+    Explained in: book/02_percolation/06_adaptive.ipynb
+    """
+    return ensemble_cmax(states, shape, tol, dead_tol).T.cpu().numpy()

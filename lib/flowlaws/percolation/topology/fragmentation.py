@@ -18,9 +18,10 @@ import numpy as np
 import torch
 from scipy.stats import binomtest, bootstrap
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.ledger import verdict_of_all
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, split_params
-from flowlaws.percolation.dynamics.sde import sgd_discrete
+from flowlaws.percolation.dynamics.sgd import sgd_discrete
 from flowlaws.percolation.topology.clusters import DEFAULT_TOL
 from flowlaws.percolation.topology.reeb import reeb_events, reeb_from_checkpoints
 
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 
+@stored_type
 @dataclass
 class SwitchResult:
     """What :func:`task_switch` recorded: ``times`` ``(T,)``, ``states`` ``(T, R, dim)``,
@@ -73,8 +75,10 @@ def task_switch(theta0: torch.Tensor, shape: TwoLayerShape, X: torch.Tensor,
                      n_steps=n_steps[0], seed=seed, record_every=record_every)
     b = sgd_discrete(a.final, shape, X, Y_after, lr=lr[1], batch_size=batch_size[1],
                      n_steps=n_steps[1], seed=seed + 1, record_every=record_every)
-    t_switch = float(a.times[-1])
-    times = np.concatenate([a.times, t_switch + b.times[1:]])
+    # the Reeb graph's time is SGD's time lr · step, which the two phases count at their own lr
+    times_a, times_b = lr[0] * a.steps.astype(float), lr[1] * b.steps.astype(float)
+    t_switch = float(times_a[-1])
+    times = np.concatenate([times_a, t_switch + times_b[1:]])
     states = torch.cat([a.states, b.states[1:]])
     graphs, splits, merges = [], [], []
     for r in range(states.shape[1]):

@@ -19,6 +19,7 @@ import networkx as nx
 import numpy as np
 import torch
 
+from flowlaws.book.cache import stored_type
 from flowlaws.book.style import COLUMN_INCHES
 from flowlaws.percolation.dynamics.ensemble import TwoLayerShape, split_params
 from flowlaws.percolation.topology.clusters import DEFAULT_TOL, partition, partition_with_dead
@@ -51,6 +52,7 @@ def run_reeb(
     return reeb_graph(parts, [float(t) for t in times])
 
 
+@stored_type
 @dataclass(frozen=True)
 class ReebEvent:
     """A merge or split at node ``node``: ``kind`` is ``"merge"`` or ``"split"``; ``block``

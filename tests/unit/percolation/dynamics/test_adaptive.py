@@ -10,6 +10,7 @@ import torch
 
 from flowlaws.percolation.dynamics import adaptive, ensemble
 from flowlaws.percolation.topology import clusters
+from flowlaws.percolation.toys import planted
 
 SHAPE = ensemble.TwoLayerShape(3, 4, 2, "tanh")
 
@@ -78,7 +79,7 @@ def test_identical_neurons_stay_identical_in_the_joint_state(name):
     # equal up to round-off: the batched einsum may sum in a different order per row
     assert (w[:, 0] - w[:, 1]).abs().max() < 1e-13 and (w[:, 2] - w[:, 3]).abs().max() < 1e-13
     assert not torch.equal(path.theta[-1], theta0)
-    d = adaptive.pair_distances(path.theta, SHAPE, [(0, 1), (0, 2)])
+    d = clusters.pair_distances(path.theta, SHAPE, [(0, 1), (0, 2)])
     assert d.shape == (path.theta.shape[0], 3, 2)
     assert torch.all(d[..., 0] < 1e-13) and torch.all(d[-1, :, 1] > 0)
 
@@ -92,7 +93,7 @@ def test_cmax_curves_match_union_find():
     V[3, 3], U[3, :, 3] = 0.0, 0.0  # run 3: a dead neuron
     path = adaptive.train_ensemble(theta0, SHAPE, X, Y, optimizer="adam", lr=0.01, n_steps=20,
                                    batch_size=4, record_every=5)
-    C = adaptive.cmax_curves(path.theta, SHAPE)
+    C = clusters.cmax_curves(path.theta, SHAPE)
     assert C.shape == (6, 5) and C[0, 0] == 3 and C[1, 0] == 2 and C[2, 0] == 1
     for k in range(5):
         Vk, Uk = ensemble.split_params(path.theta[k], SHAPE)
@@ -114,25 +115,22 @@ def test_bad_arguments_are_refused():
 def test_merged_ensemble_computes_the_half_network():
     half = ensemble.TwoLayerShape(3, 2, 2, "tanh")
     X, _ = _data()
-    theta0, merged, shape = adaptive.merged_ensemble(half, 5, copies=3, perturbation=1e-3,
+    theta0, merged, shape = planted.merged_ensemble(half, 5, copies=3, perturbation=1e-3,
                                                      seed=1, dtype=torch.float64)
     assert shape == ensemble.TwoLayerShape(3, 6, 2, "tanh") and theta0.shape == (5, shape.dim)
     small = ensemble.ensemble_init(half, 1, seed=1)
     torch.testing.assert_close(ensemble.ensemble_forward(merged, shape, X),
                                ensemble.ensemble_forward(small, half, X))
-    d = adaptive.pair_distances(theta0, shape, [(0, 1), (1, 2), (3, 5), (0, 3)])
+    d = clusters.pair_distances(theta0, shape, [(0, 1), (1, 2), (3, 5), (0, 3)])
     assert torch.all(d[:, :3] < 0.02) and torch.all(d[:, 3] > 0.1)
 
 
-def test_cmax_cascade_wraps_the_null_test():
+def test_steps_stay_steps_and_times_are_lr_times_steps():
     X, Y = _data()
-    theta0, _, shape = adaptive.merged_ensemble(ensemble.TwoLayerShape(3, 2, 2, "tanh"), 6,
-                                                perturbation=0.05, seed=0, dtype=torch.float64)
-    path = adaptive.train_ensemble(theta0, shape, X, Y, optimizer="sgd", lr=0.1, n_steps=64,
-                                   batch_size=2)
-    C, R, test = adaptive.cmax_cascade(path.theta, path.times, shape, n_surrogates=9)
-    assert C.shape == (6, 65) and R.shape == (65,) and len(test.scores) == 9
-    np.testing.assert_allclose(R, C.var(axis=0) / C.mean(axis=0) ** 2)
+    path = adaptive.train_ensemble(ensemble.ensemble_init(SHAPE, 2, seed=0), SHAPE, X, Y,
+                                   optimizer="sgd", lr=0.1, n_steps=10, record_every=4)
+    assert path.steps.tolist() == [0, 4, 8, 10] and path.steps.dtype == np.int64
+    np.testing.assert_array_equal(path.times, 0.1 * np.array([0.0, 4.0, 8.0, 10.0]))
 
 
 # issue 16: impossible settings were accepted and every run marked diverged at step 1
@@ -188,7 +186,7 @@ def test_numpy_scalars_train_like_python_numbers():
     assert torch.equal(a.theta, b.theta) and a.diverged_at.tolist() == [-1, -1]
 
 
-def test_diverged_runs_are_reported_and_dropped_from_r_with_a_warning():
+def test_diverged_runs_are_reported_and_their_cmax_is_nan():
     X, Y = _data()
     theta0 = ensemble.ensemble_init(SHAPE, 4, seed=1)
     path = adaptive.train_ensemble(theta0, SHAPE, X, Y, optimizer="sgd", lr=0.05, n_steps=6,
@@ -198,6 +196,5 @@ def test_diverged_runs_are_reported_and_dropped_from_r_with_a_warning():
     states[2:, 1] = float("nan")  # run 1 blows up after the second record
     path.diverged_at[1] = 4
     assert path.divergence_report(0.05) == "1 of 4 runs diverged at lr=0.05: run 1 at step 4"
-    with pytest.warns(UserWarning, match="1 of 4 runs diverged"):
-        C, R, _ = adaptive.cmax_cascade(states, path.times, SHAPE, n_surrogates=5)
-    assert np.isnan(C[1]).any() and np.isfinite(R).all()
+    C = clusters.cmax_curves(states, SHAPE)
+    assert np.isnan(C[1, 2:]).all() and np.isfinite(np.delete(C, 1, axis=0)).all()

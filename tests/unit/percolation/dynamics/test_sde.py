@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flowlaws.percolation.dynamics import ensemble, sde
+from flowlaws.percolation.dynamics import ensemble, sde, sgd
 from flowlaws.percolation.toys import quartic
 
 
@@ -42,7 +42,7 @@ def test_negative_steps_and_noise_are_refused():
     shape = ensemble.TwoLayerShape(2, 3, 1)
     X, Y = torch.randn(8, 2), torch.randn(8, 1)
     with pytest.raises(ValueError, match="lr must be a positive"):
-        sde.sgd_discrete(ensemble.ensemble_init(shape, 2), shape, X, Y, lr=-0.1, batch_size=2,
+        sgd.sgd_discrete(ensemble.ensemble_init(shape, 2), shape, X, Y, lr=-0.1, batch_size=2,
                          n_steps=3)
 
 
@@ -56,7 +56,7 @@ def test_one_sde_step_has_the_moments_of_one_sgd_step():
     grads = ensemble.per_sample_grads(theta0[:1], shape, X, Y)[0]
     mean = -lr * grads.mean(0)
     cov = lr**2 * torch.cov(grads.T, correction=0) / B
-    for run in (sde.sgd_discrete, sde.sgd_sde):
+    for run in (sgd.sgd_discrete, sde.sgd_sde):
         path = run(theta0, shape, X, Y, lr=lr, batch_size=B, n_steps=1, seed=1)
         step = path.final - theta0
         assert (step.mean(0) - mean).norm() < 0.05 * mean.norm() + 3 * cov.diag().sum().sqrt() / 200
@@ -71,7 +71,7 @@ def test_sgd_sde_and_sgd_reach_similar_losses():
     theta0 = ensemble.ensemble_init(shape, 100, seed=2, dtype=torch.float32)
     kw = {"lr": 0.05, "batch_size": 4, "n_steps": 150, "record_every": 150}
     l_sde = ensemble.ensemble_loss(sde.sgd_sde(theta0, shape, X, Y, **kw).final, shape, X, Y)
-    l_sgd = ensemble.ensemble_loss(sde.sgd_discrete(theta0, shape, X, Y, **kw).final, shape, X, Y)
+    l_sgd = ensemble.ensemble_loss(sgd.sgd_discrete(theta0, shape, X, Y, **kw).final, shape, X, Y)
     l0 = ensemble.ensemble_loss(theta0, shape, X, Y)
     assert l_sde.mean() < 0.5 * l0.mean() and l_sgd.mean() < 0.5 * l0.mean()
     assert abs(l_sde.mean() - l_sgd.mean()) < 0.15 * l_sgd.mean()

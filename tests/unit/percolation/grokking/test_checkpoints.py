@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from flowlaws.book import cache
+from flowlaws.book.cache import keys
 from flowlaws.percolation.grokking import checkpoints, training
 from flowlaws.percolation.grokking.checkpoints import (
     GrokStoreWarning,
@@ -23,7 +23,7 @@ TINY = {"p": 7, "fraction": 0.5, "d_model": 8, "n_heads": 2, "d_mlp": 12, "n_run
 
 
 def train(cfg, folder, **kw):
-    return training.train(cfg, cache_dir=folder, progress=False, **kw)
+    return training.train_grokking(cfg, cache_dir=folder, progress=False, **kw)
 
 
 def test_cmax_from_forests_equals_cmax_at_every_tolerance():
@@ -62,7 +62,7 @@ def test_metric_only_settings_and_library_changes_keep_the_run(tmp_path, monkeyp
         fine = train(GrokConfig(**{**TINY, "log_every": 1}, n_steps=10), tmp_path)
     assert fine.resumed_from == 8 and fine.steps.tolist() == [0, 2, 4, 6, 8, 9, 10]
     # another version of the library (any file changed) keeps the run folder
-    monkeypatch.setattr(cache, "library_fingerprint", lambda: "another library")
+    monkeypatch.setattr(keys, "library_fingerprint", lambda: "another library")
     assert training.run_folder(cfg, "cpu", tmp_path) == first.folder
     assert train(cfg, tmp_path).resumed_from == 10  # the longest stored run, read up to 8
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from flowlaws.book import cache
 from flowlaws.percolation.grokking import training
 from flowlaws.percolation.grokking.training import GrokConfig
 
@@ -53,10 +52,10 @@ def test_modular_data_splits_every_pair_once():
 
 
 def test_each_run_of_the_ensemble_trains_as_if_alone(tmp_path):
-    both = training.train(GrokConfig(**TINY, n_steps=6, seed=3), cache_dir=tmp_path,
-                          progress=False)
-    alone = training.train(GrokConfig(**{**TINY, "n_runs": 1}, n_steps=6, seed=4),
-                           cache_dir=tmp_path, progress=False)
+    both = training.train_grokking(GrokConfig(**TINY, n_steps=6, seed=3), cache_dir=tmp_path,
+                                   progress=False)
+    alone = training.train_grokking(GrokConfig(**{**TINY, "n_runs": 1}, n_steps=6, seed=4),
+                                    cache_dir=tmp_path, progress=False)
     for k in both.params:
         assert torch.allclose(both.params[k][1], alone.params[k][0], atol=1e-6), k
     assert not torch.allclose(both.params["W_in"][0], both.params["W_in"][1])
@@ -64,18 +63,18 @@ def test_each_run_of_the_ensemble_trains_as_if_alone(tmp_path):
 
 def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     cfg = GrokConfig(**TINY, n_steps=13)
-    full = training.train(cfg, cache_dir=tmp_path / "a", progress=False)
+    full = training.train_grokking(cfg, cache_dir=tmp_path / "a", progress=False)
 
     def stop(step):
         if step == 10:  # after the checkpoint at step 8: steps 9 and 10 are lost
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        training.train(cfg, cache_dir=tmp_path / "b", progress=False, callback=stop)
+        training.train_grokking(cfg, cache_dir=tmp_path / "b", progress=False, callback=stop)
     ckpt = torch.load(training.run_folder(cfg, "cpu", tmp_path / "b") / "checkpoint.pt",
                       weights_only=True)
     assert ckpt["step"] == 8
-    resumed = training.train(cfg, cache_dir=tmp_path / "b", progress=False)
+    resumed = training.train_grokking(cfg, cache_dir=tmp_path / "b", progress=False)
     assert resumed.resumed_from == 8
     for k in full.params:
         assert torch.equal(full.params[k], resumed.params[k]), k
@@ -86,20 +85,21 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
 
 def test_a_finished_run_is_loaded_and_a_longer_one_continues(tmp_path):
     cfg = GrokConfig(**TINY, n_steps=6)
-    first = training.train(cfg, cache_dir=tmp_path, progress=False)
-    again = training.train(cfg, cache_dir=tmp_path, progress=False)
+    first = training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
+    again = training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     assert again.resumed_from == 6 and torch.equal(first.params["W_U"], again.params["W_U"])
-    longer = training.train(GrokConfig(**TINY, n_steps=10), cache_dir=tmp_path, progress=False)
-    direct = training.train(GrokConfig(**TINY, n_steps=10), cache_dir=tmp_path / "x",
-                            progress=False)
+    longer = training.train_grokking(GrokConfig(**TINY, n_steps=10), cache_dir=tmp_path,
+                                     progress=False)
+    direct = training.train_grokking(GrokConfig(**TINY, n_steps=10), cache_dir=tmp_path / "x",
+                                     progress=False)
     assert longer.resumed_from == 6 and longer.folder == first.folder
     assert torch.equal(longer.params["W_in"], direct.params["W_in"])
 
 
 def test_a_changed_parameter_starts_a_fresh_run_folder(tmp_path):
-    a = training.train(GrokConfig(**TINY, n_steps=4), cache_dir=tmp_path, progress=False)
-    b = training.train(GrokConfig(**{**TINY, "lr": 1e-3}, n_steps=4), cache_dir=tmp_path,
-                       progress=False)
+    a = training.train_grokking(GrokConfig(**TINY, n_steps=4), cache_dir=tmp_path, progress=False)
+    b = training.train_grokking(GrokConfig(**{**TINY, "lr": 1e-3}, n_steps=4), cache_dir=tmp_path,
+                                progress=False)
     assert a.folder != b.folder and b.resumed_from == 0
     assert not torch.equal(a.params["W_in"], b.params["W_in"])
     same = GrokConfig(**{**TINY, "checkpoint_every": 2}, n_steps=99)
@@ -108,7 +108,7 @@ def test_a_changed_parameter_starts_a_fresh_run_folder(tmp_path):
 
 def test_a_crash_while_saving_leaves_the_last_checkpoint_valid(tmp_path, monkeypatch):
     cfg = GrokConfig(**TINY, n_steps=8)
-    training.train(GrokConfig(**TINY, n_steps=4), cache_dir=tmp_path, progress=False)
+    training.train_grokking(GrokConfig(**TINY, n_steps=4), cache_dir=tmp_path, progress=False)
     folder = training.run_folder(cfg, "cpu", tmp_path)
     real_save = torch.save
 
@@ -118,14 +118,14 @@ def test_a_crash_while_saving_leaves_the_last_checkpoint_valid(tmp_path, monkeyp
             raise KeyboardInterrupt
         real_save(obj, f)
 
-    monkeypatch.setattr(cache.torch, "save", crashing_save)
+    monkeypatch.setattr(torch, "save", crashing_save)
     with pytest.raises(KeyboardInterrupt):
-        training.train(cfg, cache_dir=tmp_path, progress=False)
+        training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.prev.pt", "checkpoint.pt",
-                                                        "config.json"]
+                                                        "config.json", "train.lock"]
     assert torch.load(folder / "checkpoint.pt", weights_only=True)["step"] == 4
-    monkeypatch.setattr(cache.torch, "save", real_save)
-    assert training.train(cfg, cache_dir=tmp_path, progress=False).resumed_from == 4
+    monkeypatch.setattr(torch, "save", real_save)
+    assert training.train_grokking(cfg, cache_dir=tmp_path, progress=False).resumed_from == 4
 
 
 def test_merge_order_parameter_counts_identical_neurons():
@@ -171,8 +171,8 @@ def test_first_step_above():
 ])
 def test_impossible_settings_are_refused_before_any_folder(tmp_path, change, error, pattern):
     with pytest.raises(error, match=pattern):
-        training.train(GrokConfig(**{**TINY, "n_steps": 4, **change}), cache_dir=tmp_path,
-                       progress=False)
+        training.train_grokking(GrokConfig(**{**TINY, "n_steps": 4, **change}), cache_dir=tmp_path,
+                                progress=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -181,30 +181,32 @@ def test_numpy_scalars_in_the_config_work_and_give_the_same_run(tmp_path):
     numpy = GrokConfig(**{**TINY, "n_runs": np.int64(2), "lr": np.float64(3e-3),
                           "p": np.int32(7), "fraction": np.float64(0.5)}, n_steps=np.int64(2))
     assert numpy == plain and type(numpy.n_runs) is int
-    run = training.train(numpy, cache_dir=tmp_path, progress=False)
+    run = training.train_grokking(numpy, cache_dir=tmp_path, progress=False)
     assert run.folder == training.run_folder(plain, "cpu", tmp_path)
     assert (run.folder / "config.json").read_text().count('"n_runs": 2') == 1
 
 
 def test_a_diverging_run_raises_naming_runs_step_and_lr_and_is_not_saved(tmp_path):
-    cfg = GrokConfig(**{**TINY, "lr": 3.0, "warmup": 1}, n_steps=40)
+    cfg = GrokConfig(**{**TINY, "lr": 3.0, "warmup": 1, "weight_decay": 0.1}, n_steps=40)
     with pytest.raises(training.GrokDivergenceError, match=r"2 of 2 runs diverged") as info:
-        training.train(cfg, cache_dir=tmp_path, progress=False)
+        training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     err = info.value
-    assert err.runs == [0, 1] and err.lr == 3.0 and 4 < err.step < 40
-    assert f"with lr=3: run 0 after step {err.steps[0]}, run 1 after step" in str(err)
+    assert err.runs == [0, 1] and err.lr == 3.0 and 0 < err.step < 40  # caught at a finite loss
+    assert "with lr=3 (a train loss NaN" in str(err)
+    assert f"run 0 after step {err.steps[0]}, run 1 after step" in str(err)
     assert "not saved as finished" in str(err)
     ckpt = torch.load(training.run_folder(cfg, "cpu", tmp_path) / "checkpoint.pt",
                       weights_only=True)
     assert ckpt["step"] < err.step and ckpt["step"] % cfg.checkpoint_every == 0
     assert all(torch.isfinite(t).all() for t in ckpt["params"].values())
     with pytest.raises(training.GrokDivergenceError):  # a rerun reports it again
-        training.train(cfg, cache_dir=tmp_path, progress=False)
+        training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
 
 
 def test_divergence_is_reported_per_run_with_the_warm_up_lr(tmp_path, monkeypatch):
     # run 1 alone is broken from the start: an infinite unembedding gives a non-finite loss
-    cfg = GrokConfig(**{**TINY, "lr": 1.0, "warmup": 100, "checkpoint_every": 2}, n_steps=6)
+    cfg = GrokConfig(**{**TINY, "lr": 1.0, "warmup": 100, "checkpoint_every": 2,
+                        "weight_decay": 0.5}, n_steps=6)
     real_init = training.init_params
 
     def one_bad_run(c, device="cpu"):
@@ -214,7 +216,7 @@ def test_divergence_is_reported_per_run_with_the_warm_up_lr(tmp_path, monkeypatc
 
     monkeypatch.setattr(training, "init_params", one_bad_run)
     with pytest.raises(training.GrokDivergenceError) as info:
-        training.train(cfg, cache_dir=tmp_path, progress=False)
+        training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     err = info.value
     assert err.runs == [1] and err.steps == [0] and err.step == 0
     assert "1 of 2 runs diverged" in str(err) and "with lr=0.01" in str(err)
@@ -223,8 +225,8 @@ def test_divergence_is_reported_per_run_with_the_warm_up_lr(tmp_path, monkeypatc
 
 def test_a_loaded_run_still_says_what_its_steps_cost(tmp_path):
     cfg = GrokConfig(**TINY, n_steps=8)
-    first = training.train(cfg, cache_dir=tmp_path, progress=False)
-    again = training.train(cfg, cache_dir=tmp_path, progress=False)
+    first = training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
+    again = training.train_grokking(cfg, cache_dir=tmp_path, progress=False)
     assert 0 < first.train_cpu_seconds and 0 < first.train_seconds
     assert (again.train_seconds, again.train_cpu_seconds) == (first.train_seconds,
                                                                first.train_cpu_seconds)
