@@ -42,7 +42,6 @@ __all__ = [
     "REVISED",
     "VERDICTS",
     "VERDICT_SUFFIX",
-    "as_ledger_verdict",
     "findings_families",
     "glued_values",
     "ledger_rows",
@@ -73,15 +72,6 @@ def verdict_of(holds: bool, conclusive: bool = True) -> str:
     if not bool(conclusive):  # numpy and one-element torch booleans too
         return "inconclusive at this size"
     return "holds" if bool(holds) else "fails"
-
-
-def as_ledger_verdict(verdict: str) -> str:
-    """A three-way test's word as a ledger verdict: ``"inconclusive"`` becomes ``"inconclusive at
-    this size"``; a ledger verdict is returned unchanged; anything else is refused by name."""
-    verdict = "inconclusive at this size" if verdict == "inconclusive" else verdict
-    if verdict not in VERDICTS:
-        raise ValueError(f"verdict must be 'inconclusive' or one of {VERDICTS}, got {verdict!r}")
-    return verdict
 
 
 def verdict_of_any(verdicts: Iterable[str]) -> str:

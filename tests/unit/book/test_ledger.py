@@ -135,15 +135,6 @@ def test_verdict_of_all_fails_on_any_failure_and_holds_only_when_every_part_hold
         verdict_of_all(["holds", "true"])
 
 
-def test_a_three_way_tests_inconclusive_is_the_ledgers_inconclusive_at_this_size():
-    from flowlaws.book.ledger import as_ledger_verdict
-
-    assert as_ledger_verdict("inconclusive") == "inconclusive at this size"
-    assert [as_ledger_verdict(v) for v in VERDICTS] == list(VERDICTS)
-    with pytest.raises(ValueError, match="verdict"):
-        as_ledger_verdict("cascade")
-
-
 def test_verdict_of_any():
     from flowlaws.book.ledger import verdict_of_any
 
