@@ -102,6 +102,7 @@ def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
     then its delay, both order parameters, and the verdicts for raw and aligned steps."""
     import torch
 
+    from flowlaws.percolation.cascade.config import CascadeConfig
     from flowlaws.percolation.grokking.analysis import align_to_grok, delay_summary, judge_series
     from flowlaws.percolation.grokking.fourier import frequency_cmax
     from flowlaws.percolation.grokking.training import GrokConfig, train_grokking
@@ -133,10 +134,12 @@ def full_preset(cpu_smoke: bool, device: str, budget: float) -> dict:
                                              before=np.nanmin(delay.grokked))
             if len(aligned) >= 2 and len(lags) >= 80:
                 series[f"{name}, aligned"] = (aligned, lags)
-    small = {"n_null": 19, "n_power": 4, "n_boot": 20, "sizes": (), "n_surrogates": 19}
-    rows = judge_series(series, lam=LAM, **(small if cpu_smoke else {
-        "n_null": 199, "n_power": 50, "n_boot": 100, "sizes": (128, 256), "n_surrogates": 200,
-        "n_power_size": 20}))
+    config = (CascadeConfig(n_null=19, n_power=0, n_boot=20, sizes=(), n_surrogates=19)
+              if cpu_smoke else CascadeConfig(n_null=199, n_power=50, n_boot=100,
+                                              sizes=(128, 256), n_surrogates=200))
+    aligned_pc = {name: (0.0, float(final.log_every)) for name in series
+                  if name.endswith("aligned")}  # each run's grokking step, as in II.7
+    rows = judge_series(series, config.replace(lam_claimed=LAM), p_c=aligned_pc)
     keep = ("name", "verdict", "p_value", "power", "lam", "lam_err", "surrogate_p", "holm",
             "runs_needed", "n_runs", "n_points", "summary")
     return _step("full grokking preset", t0, config={**kw, "n_steps": int(steps[-1])},
