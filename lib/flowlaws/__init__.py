@@ -146,6 +146,11 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.toys.fake_cascades`
   noise that a raw peak detector takes for a cascade: white and AR(1) signals (II.5)
 
+``flowlaws.percolation``, beside its rooms
+
+- :mod:`flowlaws.percolation.power_example`
+  one cascade planted in a real ensemble and what the test sees of it: why its power is low (II.5)
+
 ``flowlaws.data``: data that ships, and readers for files you give
 
 - :mod:`flowlaws.data.text`
@@ -196,6 +201,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the book's theorem index page (the ``{theorem-index}`` directive)
 - :mod:`flowlaws.book.ledger`
   ``record_claim``: a chapter's verdict on a seed's claim, glued for the claims ledger (I.1–II.9)
+- :mod:`flowlaws.book.findings`
+  the findings box (tally of verdicts per part and family) and verdict badges (intro, ledger)
 - :mod:`flowlaws.book.rules.rule`
   a decision rule as data (statistic, threshold, margin, window, size, reason, commit) and
   its first rule when it was revised after the data

@@ -316,7 +316,7 @@ def test_sliders_move_the_static_charts(browser, server, smoke_book):
 
 
 def test_the_intro_and_the_ledger_open_with_what_the_book_found(browser, server):
-    from flowlaws.book.ledger import ledger_rows
+    from flowlaws.book.findings import ledger_rows
 
     rows = ledger_rows((ROOT / "book" / "ledger.md").read_text())
     for name in ("book/intro", "book/ledger"):

@@ -137,13 +137,14 @@ def run_time_text(seconds: float, load_start: float | None, load_end: float | No
     return f"{took} on {device}{load}" + (f" on {cores} cores" if cores else "")
 
 
-def record_run_time(*, quiet: bool = False) -> str:
+def record_run_time(*, quiet: bool = False) -> None:
     """Glue (as ``run_time``) and print the wall time since this notebook's :func:`pick_device`
     call, with the machine's 1-minute load average then and now and its number of cores.
 
     The last cell of every chapter calls it; the book's intro pastes each chapter's line, so
     the run times it shows are the ones measured by the build that made it. Raises
-    ``RuntimeError`` when :func:`pick_device` was not called in this kernel.
+    ``RuntimeError`` when :func:`pick_device` was not called in this kernel. Returns nothing
+    (the notebook's last cell shows the printed line only).
     """
     if "start" not in _clock:
         raise RuntimeError("record_run_time() needs pick_device() first: it starts the clock")
@@ -155,4 +156,3 @@ def record_run_time(*, quiet: bool = False) -> str:
     record_value(RUN_TIME_KEY, text)
     if not quiet:
         print(f"this chapter ran in {text}")
-    return text

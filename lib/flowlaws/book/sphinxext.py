@@ -18,6 +18,8 @@
 - **The theorem index** (:mod:`flowlaws.book.theorem_index`), registered from here.
 - **The claims ledger** (:mod:`flowlaws.book.ledger`): a page that pastes glued values from
   other pages is written again whenever any page is read, registered from here.
+- **What the book found** (:mod:`flowlaws.book.findings`): the box of verdicts at the top of
+  the intro and the ledger, and a badge for every verdict, registered from here.
 
 Enabled in ``_config.yml``.
 """
@@ -30,6 +32,7 @@ from typing import Any
 
 from docutils import nodes
 
+from flowlaws.book.findings import setup_findings
 from flowlaws.book.ledger import setup_ledger
 from flowlaws.book.progress import STATIC_BUILD_ENV
 from flowlaws.book.theorem_index import setup_theorem_index
@@ -162,4 +165,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("doctree-resolved", _alt_from_caption)
     setup_theorem_index(app)
     setup_ledger(app)
+    setup_findings(app)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "0.2"}

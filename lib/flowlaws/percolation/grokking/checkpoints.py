@@ -347,8 +347,9 @@ def read_records(ckpt: dict, n_steps: int, log_every: int, tols: tuple[float, ..
                       "folder to train again at this resolution)", GrokStoreWarning, stacklevel=4)
     arrays = {n: np.asarray(v, dtype=float)[keep] for n, v in m.items()
               if n not in ("steps", "forests", "freqs")}
-    forests = torch.stack(m["forests"]).numpy()[keep]
-    arrays["freqs"] = torch.stack(m["freqs"]).numpy()[keep]
+    # records restored from a checkpoint loaded onto a GPU sit there, new ones on the CPU
+    forests = torch.stack([f.cpu() for f in m["forests"]]).numpy()[keep]
+    arrays["freqs"] = torch.stack([f.cpu() for f in m["freqs"]]).numpy()[keep]
     arrays["c_max"] = cmax_from_forests(forests, tols)
     return steps[keep], arrays
 
