@@ -74,6 +74,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
 - :mod:`flowlaws.percolation.dynamics.seeded`
   ensembles seeded run by run, in chunks: II.8's data sets, students on teacher data (make full)
+- :mod:`flowlaws.percolation.dynamics.data_runs`
+  II.8's experiment: SGD ensembles on a real data set, C_max, R, report and figure
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
@@ -146,6 +148,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
 - :mod:`flowlaws.percolation.toys.level_nulls`
   shared levels without geometry: the cascade test's level-structured nulls (II.5)
+- :mod:`flowlaws.percolation.toys.fake_cascades`
+  noise that a raw peak detector takes for a cascade: white and AR(1) signals (II.5)
 
 ``flowlaws.percolation``, beside its rooms
 
