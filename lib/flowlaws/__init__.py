@@ -74,6 +74,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   II.6's experiments: the joint-state check, trapping runs, cascade runs and their verdicts
 - :mod:`flowlaws.percolation.dynamics.seeded`
   ensembles seeded run by run, in chunks: II.8's data sets, students on teacher data (make full)
+- :mod:`flowlaws.percolation.dynamics.data_runs`
+  II.8's experiment: SGD ensembles on a real data set, C_max, R, report and figure
 
 ``flowlaws.percolation.topology``: the topology: invariant sets, C_max, Reeb graphs, fragmentation
 
@@ -146,11 +148,16 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   a planted cascade, the kinematic ring model, hierarchical and random-pair merging (II.5)
 - :mod:`flowlaws.percolation.toys.level_nulls`
   shared levels without geometry: the cascade test's level-structured nulls (II.5)
+- :mod:`flowlaws.percolation.toys.fake_cascades`
+  noise that a raw peak detector takes for a cascade: white and AR(1) signals (II.5)
 
 ``flowlaws.percolation``, beside its rooms
 
 - :mod:`flowlaws.percolation.power_example`
   one cascade planted in a real ensemble and what the test sees of it: why its power is low (II.5)
+- :mod:`flowlaws.percolation.presets`
+  every Part II full preset, the sizes that decide a chapter's claims, run by ``make full``
+  (II.5, II.6, II.8)
 
 ``flowlaws.data``: data that ships, and readers for files you give
 

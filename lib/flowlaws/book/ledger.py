@@ -50,6 +50,7 @@ __all__ = [
     "setup_ledger",
     "verdict_of",
     "verdict_of_all",
+    "verdict_of_any",
 ]
 
 VERDICTS = ("holds", "fails", "inconclusive at this size", "not testable here")
@@ -66,6 +67,19 @@ def verdict_of(holds: bool, conclusive: bool = True) -> str:
     if not bool(conclusive):  # numpy and one-element torch booleans too
         return "inconclusive at this size"
     return "holds" if bool(holds) else "fails"
+
+
+def verdict_of_any(verdicts: Iterable[str]) -> str:
+    """The verdict on a claim that some of several tests must show: ``"holds"`` when any part
+    holds, ``"fails"`` when every part fails (and there is at least one), else ``"inconclusive
+    at this size"``."""
+    kinds = set(verdicts)
+    unknown = kinds - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"verdicts must be among {VERDICTS}, got {sorted(unknown)}")
+    if "holds" in kinds:
+        return "holds"
+    return "fails" if kinds == {"fails"} else "inconclusive at this size"
 
 
 def verdict_of_all(verdicts: Iterable[str]) -> str:

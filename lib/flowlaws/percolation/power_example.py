@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from flowlaws.book.style import COLUMN_INCHES
-from flowlaws.percolation.cascade.judge import (
+from flowlaws.percolation.cascade.detect import (
     Z_PEAK,
     inject_cascade,
     persistent_peaks,

@@ -142,3 +142,14 @@ def test_one_number_format_for_p_values_and_rates():
     assert rate_text(0.5, 64, "runs") == "0.50 of 64 runs"
     with pytest.raises(ValueError, match="p_value"):
         p_value_text(1.5)
+
+
+def test_verdict_of_any():
+    from flowlaws.book.ledger import verdict_of_any
+
+    assert verdict_of_any(["fails", "holds"]) == "holds"
+    assert verdict_of_any(["fails", "fails"]) == "fails"
+    assert verdict_of_any(["fails", "inconclusive at this size"]) == "inconclusive at this size"
+    assert verdict_of_any([]) == "inconclusive at this size"
+    with pytest.raises(ValueError, match="verdicts"):
+        verdict_of_any(["cascade"])

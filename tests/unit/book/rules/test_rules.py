@@ -70,3 +70,21 @@ def test_every_commit_a_rule_names_exists_and_a_first_rule_precedes_its_revision
         if rule.first:
             assert git("merge-base", "--is-ancestor", rule.first.declared,
                        rule.first.revised).returncode == 0, claim
+
+
+def test_the_first_cascade_rule_is_reconstructed_from_a_verdicts_attributes():
+    from types import SimpleNamespace
+
+    from flowlaws.book.rules.percolation import first_cascade_verdict
+
+    def v(**kw):
+        base = {"p_value": 0.01, "alpha": 0.05, "peaks": (1, 2, 3, 4), "lam": 1.02,
+                "lam_claimed": 2.0, "power": float("nan")}
+        return SimpleNamespace(**(base | kw))
+
+    assert first_cascade_verdict(v()) == "fails"  # found, λ far from 2: the trap's λ ≈ 1
+    assert first_cascade_verdict(v(), check_lam=False) == "holds"
+    assert first_cascade_verdict(v(lam=1.8)) == "holds"  # within 15 %: the first rule's pass
+    assert first_cascade_verdict(v(lam=1.8), rejected=False) == "inconclusive at this size"
+    assert first_cascade_verdict(v(p_value=0.5, power=0.85)) == "fails"
+    assert first_cascade_verdict(v(peaks=(1, 2, 3))) == "inconclusive at this size"
