@@ -36,6 +36,7 @@ from flowlaws.common.checks import (
     as_betas,
     as_float,
     as_int,
+    check_decoupled_decay,
     check_nonnegative,
     check_positive,
 )
@@ -183,11 +184,14 @@ def train_ensemble(
         progress: a label to show a ``tqdm.auto`` progress bar over the steps (None: no bar).
 
     Settings that cannot train (``batch_size=0``, ``betas`` outside ``[0, 1)``, ``eps ≤ 0``,
-    ``alpha`` outside ``(0, 2]``, NaN anywhere, shapes that do not match ``shape``) are refused
+    ``alpha`` outside ``(0, 2]``, NaN anywhere, shapes that do not match ``shape``, AdamW with
+    ``lr · weight_decay ≥ 1``, whose decay zeroes or flips the weights) are refused
     before the first step with an error naming the argument, instead of every run being
     marked diverged at step 1.
     """
     check_run_args(optimizer, lr, n_steps, record_every, allowed=OPTIMIZERS)
+    if optimizer == "adamw":  # decoupled decay: refuse a factor 1 − lr·wd that zeroes or flips
+        check_decoupled_decay(lr, weight_decay)
     batch_size, seed = _check_settings(theta0, shape, X, Y, batch_size=batch_size, alpha=alpha,
                                        truncation=truncation, betas=betas, eps=eps,
                                        weight_decay=weight_decay, seed=seed, m0=m0, v0=v0)

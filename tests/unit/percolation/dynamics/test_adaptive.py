@@ -198,3 +198,12 @@ def test_diverged_runs_are_reported_and_their_cmax_is_nan():
     assert path.divergence_report(0.05) == "1 of 4 runs diverged at lr=0.05: run 1 at step 4"
     C = clusters.cmax_curves(states, SHAPE)
     assert np.isnan(C[1, 2:]).all() and np.isfinite(np.delete(C, 1, axis=0)).all()
+
+
+def test_adamw_refuses_a_decay_that_zeroes_or_flips_the_weights():
+    shape = ensemble.TwoLayerShape(2, 3, 1, "tanh")
+    theta = ensemble.ensemble_init(shape, 2, seed=0)
+    X, Y = torch.randn(8, 2), torch.randn(8, 1)
+    with pytest.raises(ValueError, match="weight_decay"):
+        adaptive.train_ensemble(theta, shape, X, Y, optimizer="adamw", lr=0.5, n_steps=2,
+                                weight_decay=2.0)
