@@ -30,7 +30,7 @@ from flowlaws.book.cache import stored_type
 from flowlaws.book.progress import track
 from flowlaws.common.checks import check_positive, check_positive_ints
 
-__all__ = ["EnsembleRecord", "run_ensemble", "divergence_report"]
+__all__ = ["EnsembleRecord", "RecordedPath", "run_ensemble", "divergence_report"]
 
 State = dict[str, torch.Tensor]
 
@@ -110,3 +110,24 @@ def divergence_report(diverged_at: torch.Tensor, lr: float | None = None) -> str
     more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
     at = f" at lr={lr:g}" if lr is not None else ""
     return f"{len(bad)} of {len(diverged_at)} runs diverged{at}: {detail}{more}"
+
+
+class RecordedPath:
+    """What every recorded ensemble path offers (:class:`~flowlaws.percolation.dynamics.sde.
+    SDEPath`, :class:`~flowlaws.percolation.dynamics.sgd.SGDPath`): its last state and its
+    diverged runs. A subclass is a dataclass with ``states`` ``(T, n_runs, dim)`` and
+    ``diverged_at`` ``(n_runs,)`` int64 (``-1``: never diverged)."""
+
+    @property
+    def final(self) -> torch.Tensor:
+        """``(n_runs, dim)`` the last recorded state."""
+        return self.states[-1]
+
+    @property
+    def diverged(self) -> torch.Tensor:
+        """``(n_runs,)`` bool, the runs that diverged."""
+        return self.diverged_at >= 0
+
+    def divergence_report(self) -> str:
+        """One line naming the diverged runs and their steps (or saying that none did)."""
+        return divergence_report(self.diverged_at)

@@ -32,7 +32,7 @@ from flowlaws.percolation.dynamics.ensemble import (
     forward_cache,
     weighted_grad,
 )
-from flowlaws.percolation.dynamics.loop import divergence_report, run_ensemble
+from flowlaws.percolation.dynamics.loop import RecordedPath, run_ensemble
 
 __all__ = [
     "ImplicitNoise",
@@ -61,7 +61,7 @@ Coefficients = Callable[[torch.Tensor], tuple[torch.Tensor, "torch.Tensor | Impl
 
 @stored_type
 @dataclass
-class SDEPath:
+class SDEPath(RecordedPath):
     """An ensemble of recorded trajectories.
 
     Attributes:
@@ -73,20 +73,6 @@ class SDEPath:
     times: np.ndarray
     states: torch.Tensor
     diverged_at: torch.Tensor
-
-    @property
-    def final(self) -> torch.Tensor:
-        """``(n_runs, dim)`` the last recorded state."""
-        return self.states[-1]
-
-    @property
-    def diverged(self) -> torch.Tensor:
-        """``(n_runs,)`` bool, the runs that diverged."""
-        return self.diverged_at >= 0
-
-    def divergence_report(self) -> str:
-        """One line naming the diverged runs and their steps (or saying that none did)."""
-        return divergence_report(self.diverged_at)
 
 
 def _noise(factor: torch.Tensor | ImplicitNoise, generator: torch.Generator,

@@ -33,7 +33,7 @@ from flowlaws.percolation.dynamics.ensemble import (
     split_params,
     weighted_grad,
 )
-from flowlaws.percolation.dynamics.loop import divergence_report, run_ensemble
+from flowlaws.percolation.dynamics.loop import RecordedPath, run_ensemble
 from flowlaws.percolation.dynamics.sde import (
     SDEPath,
     euler_maruyama,
@@ -63,7 +63,7 @@ __all__ = [
 
 @stored_type
 @dataclass
-class SGDPath:
+class SGDPath(RecordedPath):
     """An SGD ensemble recorded every few steps.
 
     Attributes:
@@ -75,20 +75,6 @@ class SGDPath:
     steps: np.ndarray
     states: torch.Tensor
     diverged_at: torch.Tensor
-
-    @property
-    def final(self) -> torch.Tensor:
-        """``(n_runs, dim)`` the last recorded state."""
-        return self.states[-1]
-
-    @property
-    def diverged(self) -> torch.Tensor:
-        """``(n_runs,)`` bool, the runs that diverged."""
-        return self.diverged_at >= 0
-
-    def divergence_report(self) -> str:
-        """One line naming the diverged runs and their steps (or saying that none did)."""
-        return divergence_report(self.diverged_at)
 
 
 def sgd_discrete(
