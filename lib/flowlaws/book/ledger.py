@@ -69,14 +69,20 @@ def verdict_of(holds: bool, conclusive: bool = True) -> str:
     return "holds" if bool(holds) else "fails"
 
 
-def verdict_of_any(verdicts: Iterable[str]) -> str:
-    """The verdict on a claim that some of several tests must show: ``"holds"`` when any part
-    holds, ``"fails"`` when every part fails (and there is at least one), else ``"inconclusive
-    at this size"``."""
+def _verdict_kinds(verdicts: Iterable[str]) -> set[str]:
+    """The distinct verdicts of a claim's parts, each checked to be one of :data:`VERDICTS`."""
     kinds = set(verdicts)
     unknown = kinds - set(VERDICTS)
     if unknown:
         raise ValueError(f"verdicts must be among {VERDICTS}, got {sorted(unknown)}")
+    return kinds
+
+
+def verdict_of_any(verdicts: Iterable[str]) -> str:
+    """The verdict on a claim that some of several tests must show: ``"holds"`` when any part
+    holds, ``"fails"`` when every part fails (and there is at least one), else ``"inconclusive
+    at this size"``."""
+    kinds = _verdict_kinds(verdicts)
     if "holds" in kinds:
         return "holds"
     return "fails" if kinds == {"fails"} else "inconclusive at this size"
@@ -86,10 +92,7 @@ def verdict_of_all(verdicts: Iterable[str]) -> str:
     """The verdict on a claim that is the conjunction of parts: ``"fails"`` when any part
     fails, ``"holds"`` when every part holds (and there is at least one), else
     ``"inconclusive at this size"``."""
-    kinds = set(verdicts)
-    unknown = kinds - set(VERDICTS)
-    if unknown:
-        raise ValueError(f"verdicts must be among {VERDICTS}, got {sorted(unknown)}")
+    kinds = _verdict_kinds(verdicts)
     if "fails" in kinds:
         return "fails"
     return "holds" if kinds == {"holds"} else "inconclusive at this size"
