@@ -76,3 +76,44 @@ def test_stored_table_shows_the_stored_run_beside_the_reader_or_says_why_not(tmp
     path.write_text(json.dumps(record))
     table, note = stored_table("08_real_data", reader, tmp_path)
     assert note.startswith("stored run refused") and len(table.rows) == len(reader)
+
+
+@pytest.mark.parametrize("chapter", sorted(PRESETS))
+def test_each_preset_stores_the_ledger_rows_of_the_claims_it_decides(chapter, tmp_path):
+    from flowlaws.book.ledger import VERDICTS
+    from flowlaws.book.rules import rule_for
+
+    full.main(["--smoke", "--chapter", chapter, "--out-dir", str(tmp_path),
+               "--cache-dir", str(tmp_path / "cache")])
+    claims = read_stored(full.stored_path(chapter, tmp_path))["numbers"]["claims"]
+    assert claims
+    for claim_id, row in claims.items():
+        assert row["verdict"] in VERDICTS and row["number"].strip()
+        # the verdict under the first rule is kept exactly when the rule was revised
+        assert (row["first_verdict"] in VERDICTS) == rule_for(claim_id).revised_after_data
+
+
+def test_stored_claim_gives_the_stored_row_with_this_builds_beside_it(tmp_path):
+    from flowlaws.common.stored import read_if_current, stored_claim
+
+    full.main(["--smoke", "--chapter", "07_grokking", "--out-dir", str(tmp_path),
+               "--cache-dir", str(tmp_path / "cache")])
+    record, note = read_if_current("07_grokking", tmp_path)
+    assert record is not None and note.startswith("stored run, full preset")
+    stored = record["numbers"]["claims"]["grokking_delayed"]
+    verdict, number, first = stored_claim(record, "grokking_delayed", "holds", "reader numbers",
+                                          "fails")
+    assert (verdict, first) == (stored["verdict"], stored["first_verdict"])
+    assert number.startswith("stored run, full preset (") and stored["number"] in number
+    assert number.endswith("this build, reader preset: holds (reader numbers)")
+    # no stored run, or a claim the stored run does not decide: this build's row unchanged
+    assert stored_claim(None, "grokking_delayed", "holds", "n", "fails") == ("holds", "n", "fails")
+    assert stored_claim(record, "heart_lambda171", "fails", "n") == ("fails", "n", None)
+    missing, why = read_if_current("07_grokking", tmp_path / "none")
+    assert missing is None and "missing" in why
+    path = full.stored_path("07_grokking", tmp_path)
+    changed = json.loads(path.read_text())
+    changed["code"]["computation"] = "e" * 16
+    path.write_text(json.dumps(changed))
+    refused, why = read_if_current("07_grokking", tmp_path)
+    assert refused is None and why.startswith("stored run refused")

@@ -153,3 +153,16 @@ def test_verdict_of_any():
     assert verdict_of_any([]) == "inconclusive at this size"
     with pytest.raises(ValueError, match="verdicts"):
         verdict_of_any(["cascade"])
+
+
+def test_undecidable_parts_make_an_undecidable_claim_unless_another_part_decides_it():
+    from flowlaws.book.ledger import UNDECIDABLE
+
+    assert UNDECIDABLE in VERDICTS
+    verdict_of_any, verdict_of_all = ledger.verdict_of_any, ledger.verdict_of_all
+    assert verdict_of_any(["fails", UNDECIDABLE]) == UNDECIDABLE
+    assert verdict_of_any([UNDECIDABLE, "holds"]) == "holds"
+    assert verdict_of_any([UNDECIDABLE, "inconclusive at this size"]) == "inconclusive at this size"
+    assert verdict_of_all(["holds", UNDECIDABLE]) == UNDECIDABLE
+    assert verdict_of_all([UNDECIDABLE, "fails"]) == "fails"
+    assert verdict_of_all([UNDECIDABLE, "inconclusive at this size"]) == UNDECIDABLE

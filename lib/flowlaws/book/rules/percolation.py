@@ -130,11 +130,15 @@ PERCOLATION_RULES: tuple[Rule, ...] = (
          reason="the seed's 'λ ≈ 2'", declared=NEW_TEST,
          first=_revised("3373c9d", "II.5's ring: inconclusive at every size tried")),
     Rule("dsi_sgd",
-         statistic=CASCADE_TEST + ", at every (lr, B) of the slider grid over the full ensemble",
+         statistic=CASCADE_TEST + ", at every (lr, B) of the slider grid over the full ensemble, "
+                   "or, when its full preset is stored, at every setting of the declared SGD "
+                   "search (cascade.search.SGD_SEARCH, judged by its NEW_TEST_RULE)",
          threshold="holds when some setting is a cascade after Holm's correction; fails when "
                    "every setting is 'no cascade'; inconclusive otherwise",
          margin="Holm at α over the grid", window="every recorded SGD step",
-         size="n_runs runs × n_steps steps per setting, the slider's CascadeConfig (II.5)",
+         size="n_runs runs × n_steps steps per setting, the slider's CascadeConfig (II.5); the "
+              "search: 24 settings × 128 runs × 4,000 steps (its scope added in ce439d4, before "
+              "this test judged it)",
          reason="a grid of settings is a family of tests", declared=NEW_TEST,
          first=_revised("3373c9d", "II.5's grid: no cascade after Holm, inconclusive settings")),
     Rule("adam_cascade",
@@ -153,7 +157,8 @@ PERCOLATION_RULES: tuple[Rule, ...] = (
                    "when at least 90 % of the runs generalised; inconclusive otherwise (a run "
                    "not generalised by the last step is censored)",
          margin="5× (ratio), 90 % of runs", window="the stored run's steps",
-         size="n_runs runs of the stored run (II.7)",
+         size="n_runs runs of the stored run (II.7), or the CPU full preset's 32 runs × 24,000 "
+              "steps (declared in ce439d4, before it ran)",
          reason="a censored run's delay is at least its length over its memorisation step, so "
                 "it cannot contradict the claim and cannot confirm it",
          declared="7ec0347",
@@ -179,13 +184,15 @@ PERCOLATION_RULES: tuple[Rule, ...] = (
     Rule("heart_lambda171",
          statistic=CASCADE_TEST + ", on the Heart Disease ensemble at λ = 1.71",
          threshold="as dsi_pairwise_lambda2 at λ = 1.71, after Holm over the two data sets",
-         margin=_MARGIN, window="every recorded step", size="n_runs runs (II.8)",
+         margin=_MARGIN, window="every recorded step",
+         size="n_runs runs (II.8), or the stored full preset's 2,048 runs",
          reason="the seed's λ = 1.71", declared=NEW_TEST,
          first=_revised("361f6a7", "II.8: inconclusive, power 0.25 at 128 runs, 0.10 at 512")),
     Rule("images_cascade",
          statistic=CASCADE_TEST + ", on the image ensemble at λ = 2.11",
          threshold="as dsi_pairwise_lambda2 at λ = 2.11, after Holm over the two data sets",
-         margin=_MARGIN, window="every recorded step", size="n_runs runs (II.8)",
+         margin=_MARGIN, window="every recorded step",
+         size="n_runs runs (II.8), or the stored full preset's 512 runs",
          reason="the seed reports patterns similar to its grokking cascade",
          declared=NEW_TEST, first=_revised("361f6a7", "II.8: inconclusive on the digits")),
     Rule("fragmentation",

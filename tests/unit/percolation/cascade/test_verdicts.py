@@ -107,3 +107,15 @@ def test_family_line_counts_the_settings_and_applies_holm():
     assert grid_claim(rows, np.array([True, False, False])) == "holds"
     assert grid_claim(rows, np.array([False, False, False])) == INCONCLUSIVE
     assert grid_claim([{"verdict": "no cascade"}] * 2, np.array([False, False])) == "fails"
+
+
+def test_grid_claim_is_undecidable_only_when_no_setting_could_be_decided_otherwise():
+    flat = {"verdict": "inconclusive", "decision": UNDECIDABLE + ": the power does not grow"}
+    rising = {"verdict": "inconclusive", "decision": "decides at 512 runs"}
+    none = {"verdict": "no cascade", "decision": ""}
+    found = {"verdict": "cascade", "decision": ""}
+    assert grid_claim([none, none], np.array([False, False])) == "fails"
+    assert grid_claim([none, flat], np.array([False, False])) == UNDECIDABLE
+    assert grid_claim([flat, rising], np.array([False, False])) == INCONCLUSIVE
+    assert grid_claim([flat, found], np.array([False, True])) == "holds"
+    assert grid_claim([flat, found], np.array([False, False])) == INCONCLUSIVE
