@@ -86,6 +86,21 @@ def test_every_install_cell_is_the_same():
     assert len(set(first.values())) == 1, "install cells differ; copy one to all chapters"
 
 
+LONG_CELL_LINES = 25  # a code cell longer than this computes: its work belongs in flowlaws
+MAX_LONG_CELLS = 8  # in the whole book: parameters cells and import cells, a few checks
+
+
+def test_few_code_cells_are_long():
+    """The library computes, the notebook teaches (CONTRIBUTING.md): at most MAX_LONG_CELLS
+    code cells in the whole book are longer than LONG_CELL_LINES lines."""
+    long = [f"{path}#{c.id} ({n} lines)" for path in ALL_NOTEBOOKS for c in _code_cells(path)
+            if (n := len(c.source.splitlines())) > LONG_CELL_LINES]
+    assert len(long) <= MAX_LONG_CELLS, (
+        f"{len(long)} code cells are longer than {LONG_CELL_LINES} lines, at most "
+        f"{MAX_LONG_CELLS} may be (move the computation into flowlaws): {long}"
+    )
+
+
 def _calls(source: str, name: str) -> list[ast.Call]:
     """Every call of a function called ``name`` (``name(...)`` or ``module.name(...)``)."""
     code = "\n".join(  # an IPython magic (%pip, !ls) is read as a pass at its indentation
