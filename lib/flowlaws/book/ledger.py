@@ -40,6 +40,7 @@ __all__ = [
     "NUMBER_SUFFIX",
     "REVISED",
     "VERDICTS",
+    "UNDECIDABLE",
     "VERDICT_SUFFIX",
     "glued_values",
     "p_value_text",
@@ -53,7 +54,13 @@ __all__ = [
     "verdict_of_any",
 ]
 
-VERDICTS = ("holds", "fails", "inconclusive at this size", "not testable here")
+VERDICTS = ("holds", "fails", "inconclusive at this size", "undecidable by this test",
+            "not testable here")
+"""The ledger's verdicts. "undecidable by this test": the check's power, measured by injection
+over growing ensembles, does not grow with the runs, so no size decides the claim with this test
+(the row says why); "inconclusive at this size": a larger size would decide it (the row names
+it) or was not reached."""
+UNDECIDABLE = "undecidable by this test"
 VERDICT_SUFFIX = "_verdict"
 NUMBER_SUFFIX = "_number"
 # myst_nb.ext.glue.GLUE_PREFIX: the mimetype prefix of a value glued with display=False
@@ -80,22 +87,29 @@ def _verdict_kinds(verdicts: Iterable[str]) -> set[str]:
 
 def verdict_of_any(verdicts: Iterable[str]) -> str:
     """The verdict on a claim that some of several tests must show: ``"holds"`` when any part
-    holds, ``"fails"`` when every part fails (and there is at least one), else ``"inconclusive
-    at this size"``."""
+    holds, ``"fails"`` when every part fails (and there is at least one), ``"undecidable by this
+    test"`` when every part fails or is undecidable and some part is undecidable, else
+    ``"inconclusive at this size"``."""
     kinds = _verdict_kinds(verdicts)
     if "holds" in kinds:
         return "holds"
-    return "fails" if kinds == {"fails"} else "inconclusive at this size"
+    if kinds == {"fails"}:
+        return "fails"
+    return UNDECIDABLE if kinds and kinds <= {"fails", UNDECIDABLE} else \
+        "inconclusive at this size"
 
 
 def verdict_of_all(verdicts: Iterable[str]) -> str:
     """The verdict on a claim that is the conjunction of parts: ``"fails"`` when any part
-    fails, ``"holds"`` when every part holds (and there is at least one), else
-    ``"inconclusive at this size"``."""
+    fails, ``"holds"`` when every part holds (and there is at least one), ``"undecidable by this
+    test"`` when no part fails and some part is undecidable, else ``"inconclusive at this
+    size"``."""
     kinds = _verdict_kinds(verdicts)
     if "fails" in kinds:
         return "fails"
-    return "holds" if kinds == {"holds"} else "inconclusive at this size"
+    if kinds == {"holds"}:
+        return "holds"
+    return UNDECIDABLE if UNDECIDABLE in kinds else "inconclusive at this size"
 
 
 def _glue(name: str, value: str) -> None:

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from flowlaws.book.cache import library_fingerprint
+from flowlaws.book.ledger import VERDICTS
 
 __all__ = [
     "SCHEMA",
@@ -55,6 +56,8 @@ __all__ = [
     "stored_rows",
     "STORED_COLUMNS",
     "stored_table",
+    "stored_claim",
+    "read_if_current",
 ]
 
 SCHEMA = 1
@@ -63,6 +66,9 @@ REQUIRED = ("schema", "chapter", "preset", "params", "verdicts", "numbers", "cod
             "started", "wall_s", "cpu_s")
 
 VERDICT_KEYS = ("verdict", "p_value", "power", "n_runs", "summary")
+CASCADE_VERDICTS = ("cascade", "no cascade", "inconclusive")
+"""A stored verdict is a cascade test's or, for a claim decided otherwise (the grokking delay),
+one of the ledger's :data:`~flowlaws.book.ledger.VERDICTS`."""
 
 
 class StaleStoredResultError(ValueError):
@@ -206,7 +212,7 @@ def _check(record: Any, path: Path) -> None:
         absent = [k for k in VERDICT_KEYS if k not in v]
         if absent:
             raise ValueError(f"{path}: verdict {name!r} lacks {absent}")
-        if v["verdict"] not in ("cascade", "no cascade", "inconclusive"):
+        if v["verdict"] not in (*CASCADE_VERDICTS, *VERDICTS):
             raise ValueError(f"{path}: verdict {name!r} is {v['verdict']!r}")
     if not {"commit", "library", "computation", "modules"} <= set(record["code"]):
         raise ValueError(f"{path}: 'code' must hold commit, library, computation and modules")
@@ -297,3 +303,35 @@ def stored_table(chapter: str, reader: Mapping[str, dict], folder: Path | str = 
             note = f"stored run refused: {refused}"
     return show_table(stored_rows(reader, stored), STORED_COLUMNS,
                       {"p": ".3f", "power": ".2f"}), note
+
+
+def read_if_current(chapter: str, folder: Path | str = "stored") -> tuple[dict | None, str]:
+    """``(record, note)``: ``folder/<chapter>_full.json`` when it exists and its computation's
+    code is the library's now, else ``None`` with the reason (missing, or refused as stale)."""
+    path = Path(folder) / f"{chapter}_full.json"
+    if not path.exists():
+        return None, f"no stored full-preset run here ({path} is missing)"
+    try:
+        record = read_stored(path)
+    except StaleStoredResultError as refused:
+        return None, f"stored run refused: {refused}"
+    return record, (f"stored run, full preset: {path.name}, commit "
+                    f"{record['code']['commit'][:10]}, {record['device']}, {record['started']}, "
+                    f"wall {record['wall_s'] / 60:.1f} min, CPU {record['cpu_s'] / 60:.1f} min")
+
+
+def stored_claim(record: dict | None, claim_id: str, verdict: str, number: str,
+                 first_verdict: str | None = None) -> tuple[str, str, str | None]:
+    """The ledger row ``(verdict, number, first_verdict)`` of ``claim_id`` given this build's
+    (reader preset) ``verdict``, ``number`` and ``first_verdict``: when ``record`` (a current
+    stored full preset, :func:`read_if_current`) decided the claim, its verdict and first
+    verdict, and a number that gives both runs, "stored run, full preset (date, device, wall
+    time): … · this build, reader preset: <verdict> (…)"; else this build's row unchanged."""
+    stored = ((record or {}).get("numbers", {}).get("claims") or {}).get(claim_id)
+    if stored is None:
+        return verdict, number, first_verdict
+    when = (f"{record['started'][:16].replace('T', ' ')} UTC, {record['device']}, "
+            f"{record['wall_s'] / 60:.0f} min wall")
+    both = (f"stored run, full preset ({when}): {stored['number']} · this build, reader preset: "
+            f"{verdict} ({number})")
+    return stored["verdict"], both, stored["first_verdict"]

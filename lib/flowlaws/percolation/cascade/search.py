@@ -33,7 +33,7 @@ import numpy as np
 
 from flowlaws.book.sliders import SliderPoint
 from flowlaws.common.chunks import concat_runs, run_chunked, run_seeds
-from flowlaws.percolation.cascade.config import CascadeConfig
+from flowlaws.percolation.cascade.config import READER, CascadeConfig
 from flowlaws.percolation.cascade.judge import judge_cascade
 from flowlaws.percolation.cascade.slider import cascade_point
 from flowlaws.percolation.cascade.stats import holm
@@ -62,19 +62,6 @@ class SGDSearch:
     cpu_budget_s: float = 1800.0
 
 
-SGD_SEARCH = SGDSearch(
-    grid={"init": ["pairs", "small"], "width": [4, 8, 16], "lr": [0.05, 0.1, 0.2, 0.4]},
-    fixed={"n_in": 4, "n_teacher": 2, "n_data": 64, "label_noise": 0.3, "rel_noise": 0.1,
-           "init_scale": 0.1, "batch_size": 2, "n_steps": 4000, "record_every": 16,
-           "data_seed": 0},
-    n_runs=128, chunk_size=32, discovery_seed=0, replication_seed=1,
-    config=CascadeConfig(lam_claimed=2.0, n_null=199, n_power=40, n_boot=100, seed=0, sizes=()),
-    alpha=0.05, cpu_budget_s=1800.0,
-)
-"""The search of issue 25, declared before it ran (commit message says so): 24 settings,
-128 runs of 4,000 steps each (251 points of ``C_max``), λ = 2, α = 0.05."""
-
-
 NEW_TEST_RULE = {"config": "READER", "replace": {"n_null": 199, "seed": 0, "lam_claimed": 2.0},
                  "alpha": 0.05, "holm_over": "all settings", "found": "verdict 'cascade' and "
                  "Holm-rejected", "replication": "verdict 'cascade' with p <= alpha / k on the "
@@ -83,7 +70,22 @@ NEW_TEST_RULE = {"config": "READER", "replace": {"n_null": 199, "seed": 0, "lam_
 ``judge_cascade(C, p, config)``), declared before that judgement ran: its ``READER``
 configuration with 199 deals, λ = 2, the same ``C_max`` runs (loaded from the search's cached
 chunks). The search above was declared with the earlier test (``controls.judged``) and runs
-with it; this rule is what the chapter uses once the new test is merged."""
+with it; this rule is what the chapter uses once the new test is merged, and what
+:data:`SGD_SEARCH` now judges with (its ``config``: the same test, 199 deals, λ = 2, plus READER's
+ladder of ensemble sizes for the power curve of an inconclusive setting)."""
+
+
+SGD_SEARCH = SGDSearch(
+    grid={"init": ["pairs", "small"], "width": [4, 8, 16], "lr": [0.05, 0.1, 0.2, 0.4]},
+    fixed={"n_in": 4, "n_teacher": 2, "n_data": 64, "label_noise": 0.3, "rel_noise": 0.1,
+           "init_scale": 0.1, "batch_size": 2, "n_steps": 4000, "record_every": 16,
+           "data_seed": 0},
+    n_runs=128, chunk_size=32, discovery_seed=0, replication_seed=1,
+    config=READER.replace(**NEW_TEST_RULE["replace"]),
+    alpha=0.05, cpu_budget_s=1800.0,
+)
+"""The search of issue 25, declared before it ran (commit message says so): 24 settings,
+128 runs of 4,000 steps each (251 points of ``C_max``), λ = 2, α = 0.05."""
 
 
 SMOKE_SEARCH = replace(SGD_SEARCH, grid={"init": ["pairs"], "width": [4], "lr": [0.1, 0.2]},

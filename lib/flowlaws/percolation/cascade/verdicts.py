@@ -23,7 +23,7 @@ from flowlaws.percolation.cascade.surrogates import surrogate_test
 from flowlaws.percolation.cascade.variance import finite_runs, relative_variance
 
 __all__ = [
-    "INCONCLUSIVE", "lambda_claim", "grid_claim", "claim_numbers", "detectable_text",
+    "INCONCLUSIVE", "UNDECIDABLE", "lambda_claim", "grid_claim", "claim_numbers", "detectable_text",
     "verdict_line",
     "SeedTest", "seed_test", "EnsembleVerdict", "ensemble_verdict", "verdict_lines",
     "family_line", "ledger_texts", "CACHEABLE",
@@ -31,6 +31,13 @@ __all__ = [
 
 
 INCONCLUSIVE = "inconclusive at this size"  # the claims ledger's word (flowlaws.book.ledger)
+UNDECIDABLE = "undecidable by this test"  # ledger: the power curve is flat, no size decides
+
+
+def _undecidable(v: CascadeVerdict) -> bool:
+    """An inconclusive verdict whose power curve over growing ensembles is flat
+    (:func:`~flowlaws.percolation.cascade.power.decision_size`)."""
+    return v.verdict == "inconclusive" and v.decision.startswith(UNDECIDABLE)
 
 
 def lambda_claim(v: CascadeVerdict, lam: float | None = None) -> str:
@@ -39,11 +46,14 @@ def lambda_claim(v: CascadeVerdict, lam: float | None = None) -> str:
     :mod:`~flowlaws.percolation.cascade.config`: ``"holds"`` for a cascade whose λ̂ 95 %
     interval lies inside ``lam·(1 ± m)``; ``"fails"`` for "no cascade", or a cascade whose
     interval misses ``lam·(1 ± m)`` entirely; :data:`INCONCLUSIVE` otherwise (the interval
-    straddles the band's edge, or the verdict is inconclusive)."""
+    straddles the band's edge, or the verdict is inconclusive); :data:`UNDECIDABLE` for an
+    inconclusive verdict whose power does not grow with the runs."""
     lam = v.config.lam_claimed if lam is None else float(lam)
     lo, hi = lam * (1 - v.config.lam_margin), lam * (1 + v.config.lam_margin)
     if v.verdict == "no cascade":
         return "fails"
+    if _undecidable(v):
+        return UNDECIDABLE
     if v.verdict != "cascade" or not np.isfinite(v.lam_low):
         return INCONCLUSIVE
     if lo <= v.lam_low and v.lam_high <= hi:
@@ -53,14 +63,30 @@ def lambda_claim(v: CascadeVerdict, lam: float | None = None) -> str:
     return INCONCLUSIVE
 
 
+def _decision(row) -> str:
+    """A row's ``decision`` text (empty when the row has none)."""
+    try:
+        return row["decision"] or ""
+    except KeyError:
+        return ""
+
+
 def grid_claim(rows: Sequence, rejected: np.ndarray) -> str:
     """The ledger's verdict on "these ensembles show a DSI cascade" over a grid of settings
     (:func:`~flowlaws.percolation.cascade.stats.grid_summary`'s ``rejected``): ``"holds"``
     when some setting is a cascade after Holm's correction, ``"fails"`` when every setting is
-    "no cascade", ``"inconclusive at this size"`` otherwise."""
+    "no cascade", :data:`UNDECIDABLE` when every setting is "no cascade" or undecidable (its
+    power curve flat) and some is undecidable, ``"inconclusive at this size"`` otherwise."""
     if any(bool(k) and r["verdict"] == "cascade" for k, r in zip(rejected, rows, strict=True)):
         return "holds"
-    return "fails" if all(r["verdict"] == "no cascade" for r in rows) else INCONCLUSIVE
+    if all(r["verdict"] == "no cascade" for r in rows):
+        return "fails"
+    flat = [r["verdict"] == "inconclusive" and str(_decision(r)).startswith(UNDECIDABLE)
+            for r in rows]
+    if any(flat) and all(f or r["verdict"] == "no cascade" for f, r in zip(flat, rows,
+                                                                            strict=True)):
+        return UNDECIDABLE
+    return INCONCLUSIVE
 
 
 def claim_numbers(v: CascadeVerdict, *, with_claimed_lam: bool = False) -> str:
