@@ -68,6 +68,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 - :mod:`flowlaws.percolation.dynamics.sgd`
   plain ensemble SGD, a loop over steps, in phases; lr sweeps and their merged and dead
   fractions, the SGD order parameter, SGD against its SDE (II.1–II.5, II.9)
+- :mod:`flowlaws.percolation.dynamics.gd`
+  plain full-batch gradient descent on an ensemble, a loop over steps (II.4)
 - :mod:`flowlaws.percolation.dynamics.adaptive`
   SGD, Adam and AdamW ensembles with heavy-tailed noise (II.6, II.8)
 - :mod:`flowlaws.percolation.dynamics.adam_runs`

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 
@@ -83,3 +84,43 @@ def test_install_cell_installs_what_every_chapter_needs(path):
 def test_every_install_cell_is_the_same():
     first = {p: next(c.source for c in _code_cells(p)) for p in NOTEBOOKS}
     assert len(set(first.values())) == 1, "install cells differ; copy one to all chapters"
+
+
+LONG_CELL_LINES = 25  # a code cell longer than this computes: its work belongs in flowlaws
+MAX_LONG_CELLS = 8  # in the whole book: parameters cells and import cells, a few checks
+
+
+def test_few_code_cells_are_long():
+    """The library computes, the notebook teaches (CONTRIBUTING.md): at most MAX_LONG_CELLS
+    code cells in the whole book are longer than LONG_CELL_LINES lines."""
+    long = [f"{path}#{c.id} ({n} lines)" for path in ALL_NOTEBOOKS for c in _code_cells(path)
+            if (n := len(c.source.splitlines())) > LONG_CELL_LINES]
+    assert len(long) <= MAX_LONG_CELLS, (
+        f"{len(long)} code cells are longer than {LONG_CELL_LINES} lines, at most "
+        f"{MAX_LONG_CELLS} may be (move the computation into flowlaws): {long}"
+    )
+
+
+def _calls(source: str, name: str) -> list[ast.Call]:
+    """Every call of a function called ``name`` (``name(...)`` or ``module.name(...)``)."""
+    code = "\n".join(  # an IPython magic (%pip, !ls) is read as a pass at its indentation
+        line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!"))
+        else line for line in source.splitlines())
+    return [node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", None)) == name]
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS)
+def test_no_noise_free_sde_stands_in_for_a_plain_loop(path):
+    """SGD or GD without noise is a loop over steps (dynamics.sgd.sgd_discrete,
+    dynamics.gd.gd_discrete) that counts steps, never Euler-Maruyama fed ``eta=0``."""
+    zero = [c.id for c in _code_cells(path) for call in _calls(c.source, "euler_maruyama")
+            for k in call.keywords if k.arg == "eta" and isinstance(k.value, ast.Constant)
+            and k.value.value == 0]
+    assert not zero, f"{path}: euler_maruyama(..., eta=0) in cells {zero}; use a plain loop"
+
+
+def test_the_noise_free_sde_check_sees_a_call_spread_over_lines():
+    source = "%time\npath = dynamics.sde.euler_maruyama(\n    f, theta0, lr, 10,\n    eta=0.0,\n)"
+    assert [k.value.value for call in _calls(source, "euler_maruyama") for k in call.keywords
+            if k.arg == "eta"] == [0.0]
