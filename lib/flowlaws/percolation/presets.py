@@ -26,6 +26,7 @@ import numpy as np
 from flowlaws.book.ledger import verdict_of_all
 from flowlaws.book.rules.percolation import first_cascade_verdict
 from flowlaws.common.chunks import concat_runs, run_chunked, run_seeds
+from flowlaws.percolation.cascade.calibration import calibration_table, power_table
 from flowlaws.percolation.cascade.config import READER, SMOKE, CascadeConfig
 from flowlaws.percolation.cascade.judge import judge_cascade
 from flowlaws.percolation.cascade.search import (
@@ -42,7 +43,7 @@ from flowlaws.percolation.grokking.model import GrokConfig
 from flowlaws.percolation.grokking.training import train_grokking
 
 __all__ = ["FullPreset", "PRESETS", "preset", "real_data", "sgd_search", "adaptive_cascade",
-           "grokking_delay", "VERDICT_KEYS"]
+           "grokking_delay", "cascade_calibration", "VERDICT_KEYS"]
 
 VERDICT_KEYS = ("verdict", "reason", "p_value", "power", "power_low", "power_high", "lam",
                 "lam_err", "lam_low", "lam_high", "p_c", "p_c_err", "peaks", "lam_claimed",
@@ -63,6 +64,7 @@ class FullPreset:
     modules: tuple[str, ...]
     device: str = "cpu"
     expected_minutes: float = 30.0
+    claims: tuple[str, ...] = ()  # the ledger claims whose rows its stored file keeps
 
 
 def _keep(rec) -> dict:
@@ -199,6 +201,38 @@ def grokking_delay(params: dict, **where) -> tuple[dict, dict]:
                       "n_runs": cfg.n_runs, "summary": number}}, numbers
 
 
+def cascade_calibration(params: dict, **where) -> tuple[dict, dict]:
+    """II.5's calibration and power tables at the declared full size (issue 24: at least 200
+    ensembles per null family): :func:`~flowlaws.percolation.cascade.calibration.calibration_table`
+    and :func:`~flowlaws.percolation.cascade.calibration.power_table` with the full presets'
+    judge. Rules, declared with this preset: a null family *holds* (the false-cascade rate is
+    at most α) when the one-sided binomial test of "rate ≤ α" gives p > 0.01, the chapter's
+    printed check; a planted setting *holds* when the power is at least 0.8 and λ̂ is within
+    10 % of the planted λ in at least 80 % of the trials. ``where`` is not used (one process)."""
+    config = params["judge"].replace(alpha=params["alpha"], seed=params["seed"])
+    cal = calibration_table(config, n_ensembles=params["n_ensembles"], n_runs=params["n_runs"],
+                            n_points=params["n_points"], progress=where.get("progress"))
+    power = power_table(config, n_trials=params["n_trials"], n_runs=params["n_runs"],
+                        n_points=params["n_points"], progress=where.get("progress"))
+    verdicts = {}
+    for r in cal:
+        verdicts[f"null: {r['family']}"] = {
+            "verdict": "holds" if r["binom_p"] > 0.01 else "fails", "p_value": r["binom_p"],
+            "power": float("nan"), "n_runs": r["n_runs"],
+            "summary": (f"{r['cascades']} false cascades of {r['ensembles']} (rate "
+                        f"{r['rate']:.3f}, 95 % upper bound {r['rate_high']:.3f}, binomial p "
+                        f"{r['binom_p']:.3f})")}
+    for r in power:
+        ok = r["power"] >= 0.8 and r["within_10"] >= 0.8
+        verdicts[f"planted: λ = {r['lam']:g}, {r['levels']} levels"] = {
+            "verdict": "holds" if ok else "fails", "p_value": float("nan"),
+            "power": r["power"], "n_runs": r["n_runs"],
+            "summary": (f"{r['found']} of {r['trials']} found (power {r['power']:.2f}, 95 % "
+                        f"lower bound {r['power_low']:.2f}), median λ̂ {r['lam_median']:.3f}, "
+                        f"λ̂ within 10 % in {r['within_10']:.2f}")}
+    return verdicts, {"calibration": cal, "power": power, "claims": {}}
+
+
 _JUDGE: CascadeConfig = READER.replace(n_null=199)  # the cascade test's declared full settings
 _SMOKE_JUDGE: CascadeConfig = SMOKE
 _HEART = {"data": "heart", "width": 16, "init_scale": 0.01, "lr": 0.1, "batch_size": 8,
@@ -234,12 +268,23 @@ PRESETS = {
                         "digits (scikit-learn)": _DIGITS | {"n_runs": 8, "n_steps": 200,
                                                             "n_images": 100}},
                "seed": 0, "alpha": 0.05, "chunk_size": 4, "judge": _SMOKE_JUDGE},
+        modules=("flowlaws.percolation.presets",), expected_minutes=30.0,
+        claims=("heart_lambda171", "images_cascade")),
+    "05_calibration": FullPreset(
+        chapter="05_calibration",
+        decides="the cascade test's false-cascade rate on every null family (200 ensembles each) "
+                "and its power on planted cascades (100 each), at the full presets' judge",
+        compute=cascade_calibration,
+        full={"n_ensembles": 200, "n_trials": 100, "n_runs": 64, "n_points": 1024, "seed": 0,
+              "alpha": 0.05, "judge": _JUDGE},
+        smoke={"n_ensembles": 2, "n_trials": 2, "n_runs": 16, "n_points": 512, "seed": 0,
+               "alpha": 0.05, "judge": _SMOKE_JUDGE},
         modules=("flowlaws.percolation.presets",), expected_minutes=30.0),
     "05_dsi": FullPreset(
         chapter="05_dsi",
         decides="an SGD setting whose learning-rate slider shows a cascade (the declared search)",
         compute=sgd_search, full={"search": "SGD_SEARCH"}, smoke={"search": "SMOKE_SEARCH"},
-        modules=("flowlaws.percolation.presets",), expected_minutes=30.0),
+        modules=("flowlaws.percolation.presets",), expected_minutes=30.0, claims=("dsi_sgd",)),
     "06_adaptive": FullPreset(
         chapter="06_adaptive",
         decides="Adam and AdamW keep the DSI cascade (1,024 runs of 20,000 steps on a GPU)",
@@ -249,7 +294,8 @@ PRESETS = {
         smoke={"n_runs": 8, "seed": 0, "alpha": 0.05, "lam": 2.0, "chunk_size": 4,
                "chunk": _ADAPTIVE | {"n_steps": 400, "record_every": 2, "device": "cpu"},
                "optimizers": _OPTIMIZERS, "judge": _SMOKE_JUDGE},
-        modules=("flowlaws.percolation.presets",), device="cuda", expected_minutes=20.0),
+        modules=("flowlaws.percolation.presets",), device="cuda", expected_minutes=20.0,
+        claims=("adam_cascade",)),
     "07_grokking": FullPreset(
         chapter="07_grokking",
         decides="the grokking delay (32 runs of the reader's ensemble, 24,000 steps on a CPU)",
@@ -257,7 +303,8 @@ PRESETS = {
         full={"config": _GROK, "mem_threshold": 0.99, "grok_threshold": 0.9, "device": "cpu"},
         smoke={"config": _GROK | {"n_runs": 2, "n_steps": 40, "checkpoint_every": 20},
                "mem_threshold": 0.99, "grok_threshold": 0.9, "device": "cpu"},
-        modules=("flowlaws.percolation.presets",), expected_minutes=20.0),
+        modules=("flowlaws.percolation.presets",), expected_minutes=20.0,
+        claims=("grokking_delayed",)),
 }
 """Every Part II full preset, by chapter. The grokking chapter's (Nanda et al.'s setting, 64
 runs) is run by ``tools/gpu_check.py`` itself, into its checkpoint store."""
