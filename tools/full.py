@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a LocalCluster of this many processes (default: this process)")
     parser.add_argument("--scheduler", default=None, help="a Dask scheduler address")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="chunk cache (default $FLOWLAWS_CACHE or ~/.cache/flowlaws)")
+                        help="chunk and run cache (default: the folder full-presets inside "
+                             "$FLOWLAWS_CACHE or ~/.cache/flowlaws)")
     parser.add_argument("--gpu", action="store_true", help="also the presets that need cuda")
     args = parser.parse_args(argv)
     import platform
@@ -72,7 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no full preset for {unknown}; there are {sorted(PRESETS)}")
     cuda = torch.cuda.is_available()
-    where = {"workers": args.workers, "scheduler": args.scheduler, "cache_dir": args.cache_dir,
+    # A folder of its own: the grokking store keeps one run per configuration and extends it in
+    # place, so a full preset trained in the chapters' folder would replace the reader's run
+    # (8,000 steps) by a longer one whose step-8,000 parameters are gone (II.7 then fails).
+    from flowlaws.book.cache import cache_dir
+
+    cache = args.cache_dir or cache_dir() / "full-presets"
+    where = {"workers": args.workers, "scheduler": args.scheduler, "cache_dir": cache,
              "progress": "chunks"}
     status = 0
     for chapter in chapters:

@@ -117,3 +117,13 @@ def test_stored_claim_gives_the_stored_row_with_this_builds_beside_it(tmp_path):
     path.write_text(json.dumps(changed))
     refused, why = read_if_current("07_grokking", tmp_path)
     assert refused is None and why.startswith("stored run refused")
+
+
+def test_full_presets_keep_their_runs_apart_from_the_chapters(tmp_path, monkeypatch):
+    """The grokking store extends a run of one configuration in place: a full preset trained in
+    the chapters' cache folder replaced II.7's 8,000-step run by a 24,000-step one, and II.7
+    then failed (its step-8,000 parameters were gone). ``make full`` uses a folder of its own."""
+    monkeypatch.setenv("FLOWLAWS_CACHE", str(tmp_path / "cache"))
+    assert full.main(["--smoke", "--chapter", "07_grokking", "--out-dir", str(tmp_path)]) == 0
+    runs = list((tmp_path / "cache").rglob("grokking-*"))
+    assert runs and all(r.parent == tmp_path / "cache" / "full-presets" for r in runs)
