@@ -26,8 +26,12 @@ import numpy as np
 from flowlaws.book.ledger import verdict_of_all
 from flowlaws.book.rules.percolation import first_cascade_verdict
 from flowlaws.common.chunks import concat_runs, run_chunked, run_seeds
-from flowlaws.percolation.cascade.calibration import calibration_table, power_table
-from flowlaws.percolation.cascade.config import READER, SMOKE, CascadeConfig
+from flowlaws.percolation.cascade.calibration import (
+    CALIBRATION_LEVEL,
+    calibration_table,
+    power_table,
+)
+from flowlaws.percolation.cascade.config import POWER_TARGET, READER, SMOKE, CascadeConfig
 from flowlaws.percolation.cascade.judge import judge_cascade
 from flowlaws.percolation.cascade.search import (
     SGD_SEARCH,
@@ -206,9 +210,10 @@ def cascade_calibration(params: dict, **where) -> tuple[dict, dict]:
     ensembles per null family): :func:`~flowlaws.percolation.cascade.calibration.calibration_table`
     and :func:`~flowlaws.percolation.cascade.calibration.power_table` with the full presets'
     judge. Rules, declared with this preset: a null family *holds* (the false-cascade rate is
-    at most α) when the one-sided binomial test of "rate ≤ α" gives p > 0.01, the chapter's
-    printed check; a planted setting *holds* when the power is at least 0.8 and λ̂ is within
-    10 % of the planted λ in at least 80 % of the trials. ``where`` is not used (one process)."""
+    at most α) when the one-sided binomial test of "rate ≤ α" gives p > ``CALIBRATION_LEVEL``
+    (0.01), the chapter's printed check; a planted setting *holds* when the power is at least
+    ``POWER_TARGET`` (0.8) and λ̂ is within ``LAM_ACCURACY`` (10 %) of the planted λ in at least
+    ``POWER_TARGET`` of the trials. ``where`` is not used (one process)."""
     config = params["judge"].replace(alpha=params["alpha"], seed=params["seed"])
     cal = calibration_table(config, n_ensembles=params["n_ensembles"], n_runs=params["n_runs"],
                             n_points=params["n_points"], progress=where.get("progress"))
@@ -217,13 +222,14 @@ def cascade_calibration(params: dict, **where) -> tuple[dict, dict]:
     verdicts = {}
     for r in cal:
         verdicts[f"null: {r['family']}"] = {
-            "verdict": "holds" if r["binom_p"] > 0.01 else "fails", "p_value": r["binom_p"],
+            "verdict": "holds" if r["binom_p"] > CALIBRATION_LEVEL else "fails",
+            "p_value": r["binom_p"],
             "power": float("nan"), "n_runs": r["n_runs"],
             "summary": (f"{r['cascades']} false cascades of {r['ensembles']} (rate "
                         f"{r['rate']:.3f}, 95 % upper bound {r['rate_high']:.3f}, binomial p "
                         f"{r['binom_p']:.3f})")}
     for r in power:
-        ok = r["power"] >= 0.8 and r["within_10"] >= 0.8
+        ok = r["power"] >= POWER_TARGET and r["within_10"] >= POWER_TARGET
         verdicts[f"planted: λ = {r['lam']:g}, {r['levels']} levels"] = {
             "verdict": "holds" if ok else "fails", "p_value": float("nan"),
             "power": r["power"], "n_runs": r["n_runs"],

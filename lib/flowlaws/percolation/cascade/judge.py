@@ -12,7 +12,13 @@ reject the null but are not a cascade.
 - ``"cascade"``: p ≤ α, at least four persistent peaks (three with an independent ``p_c``), and
   their spacing geometric;
 - ``"inconclusive"`` with the reason :data:`~flowlaws.percolation.cascade.geometry.THREE_LEVELS`
-  when the data shows three levels and no ``p_c`` was given: never "no cascade";
+  when the data shows three levels and no ``p_c`` was given: three persistent peaks on the
+  four-tooth comb, or on a three-tooth comb whose own null is rejected
+  (:func:`three_level_look`): never "no cascade", and no power is measured. *Revised after
+  data:* the look was first written for a four-tooth null that was not rejected; on 10 planted
+  three-level λ = 2 cascades (64 runs, seeds 0–9) two of the five with a rejected null kept
+  "2 level(s)" as their reason, so the look now runs whatever the four-tooth p-value. Both
+  rules give "inconclusive" on the same ensembles: only the reason changed;
 - ``"no cascade"``: not found and the power's 95 % lower bound (Clopper–Pearson, ``n_power``
   injections of cascades with as many levels as the data shows, same ``n_null``, ``n_boot``, α)
   is at least ``POWER_TARGET``;
@@ -31,6 +37,7 @@ import numpy as np
 from flowlaws.book.cache import stored_type
 from flowlaws.percolation.cascade.config import POWER_TARGET, READER, CascadeConfig
 from flowlaws.percolation.cascade.detect import (
+    TestOnce,
     min_points_for_power,
     run_test,
     test_grid,
@@ -46,11 +53,14 @@ from flowlaws.percolation.cascade.power import (
     n_levels_for,
     power_curve,
 )
-from flowlaws.percolation.cascade.statistic import MIN_GAP
+from flowlaws.percolation.cascade.statistic import MIN_GAP, comb_grid
 from flowlaws.percolation.cascade.surrogates import surrogate_test
 from flowlaws.percolation.cascade.variance import finite_runs, relative_variance
 
-__all__ = ["POWER_TARGET", "CascadeVerdict", "judge_cascade", "check_inputs", "CACHEABLE"]
+__all__ = [
+    "POWER_TARGET", "CascadeVerdict", "judge_cascade", "three_level_look", "check_inputs",
+    "CACHEABLE",
+]
 
 _Z = 1.959963984540054
 _NAN = float("nan")
@@ -217,6 +227,23 @@ def check_inputs(C: np.ndarray, p: np.ndarray, *, jump: float | None = None,
     return C, p
 
 
+def three_level_look(C: np.ndarray, p: np.ndarray, t: TestOnce, config: CascadeConfig,
+                     rng: np.random.Generator, *, p_c: float | None = None) -> TestOnce | None:
+    """The test once more with a *three*-tooth comb (``p_c`` free, same ``n_null``, ``n_boot``,
+    α), looked at only when the four-tooth test ``t`` found no cascade and fewer than three
+    persistent peaks, and a "no cascade" could be issued (``config.n_power > 0``); returned when
+    its own permutation null is rejected and it shows exactly three persistent peaks, else None.
+
+    Three levels fit a geometric law exactly when ``p_c`` is free, so a four-tooth comb cannot
+    stand on a three-level cascade: without this look a true three-level cascade would be
+    judged by the power for four levels (issue 24; the rule as first written also required the
+    four-tooth null not to be rejected, see :mod:`flowlaws.percolation.cascade.judge`)."""
+    if p_c is not None or t.found or not config.n_power or len(t.peaks) >= 3:
+        return None
+    t3 = run_test(C, p, comb_grid(p, n_teeth=3), config, rng)
+    return t3 if t3.p_value <= config.alpha and len(t3.peaks) == 3 else None
+
+
 def judge_cascade(C: np.ndarray, p: np.ndarray, config: CascadeConfig = READER, *,
                   p_c: float | None = None, p_c_err: float | None = None,
                   jump: float | None = None,
@@ -249,13 +276,16 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, config: CascadeConfig = READER, 
             x=p.copy(), R=np.full(len(p), np.nan))
     rng = np.random.default_rng(config.seed)
     t = run_test(kept, p, test_grid(p, p_c, p_c_err), config, rng, p_c=p_c, p_c_err=p_c_err)
+    t = three_level_look(kept, p, t, config, rng, p_c=p_c) or t
     geo = t.geometry
     lam, lam_err, pc, pc_err = (geo.lam, geo.lam_err, geo.p_c, geo.p_c_err)
     three = p_c is None and len(t.peaks) == 3
     n_levels = n_levels_for(len(t.peaks), p_c)
     base = typical_jump(kept) if jump is None else float(jump)
     power, note = Power(0, 0, _NAN, _NAN, _NAN, n_levels, config.lam_claimed), ""
-    if config.n_power and not t.found:
+    if three:
+        note = THREE_LEVELS
+    elif config.n_power and not t.found:
         try:
             power = injection_power(kept, p, config, n_levels=n_levels, jump=base, p_c=p_c,
                                     p_c_err=p_c_err, progress=progress)
