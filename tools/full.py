@@ -16,34 +16,12 @@ the stored folder): the tests use it.
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-STORED_DIR = ROOT / "book" / "02_percolation" / "stored"
+from flowlaws.percolation.full_run import STORED_DIR, run_full_preset, stored_path
 
-
-def stored_path(chapter: str, folder: Path = STORED_DIR) -> Path:
-    """Where ``chapter``'s full result is stored."""
-    return folder / f"{chapter}_full.json"
-
-
-def run_preset(chapter: str, *, smoke: bool, out_dir: Path, device: str, **where) -> dict:
-    """Compute ``chapter``'s preset (smoke or full) and write its stored file; returns it."""
-    from flowlaws.common.stored import write_stored
-    from flowlaws.percolation.presets import preset
-
-    p = preset(chapter)
-    params = p.smoke if smoke else p.full
-    started = datetime.datetime.now(datetime.UTC)
-    t0, c0 = time.perf_counter(), time.process_time()
-    verdicts, numbers = p.compute(params, **where)
-    return write_stored(stored_path(chapter, out_dir), chapter=chapter, params=params,
-                        verdicts=verdicts, numbers=numbers, modules=p.modules, device=device,
-                        started=started, wall_s=time.perf_counter() - t0,
-                        cpu_s=time.process_time() - c0, preset="smoke" if smoke else "full")
+__all__ = ["STORED_DIR", "stored_path", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,8 +37,6 @@ def main(argv: list[str] | None = None) -> int:
                              "$FLOWLAWS_CACHE or ~/.cache/flowlaws)")
     parser.add_argument("--gpu", action="store_true", help="also the presets that need cuda")
     args = parser.parse_args(argv)
-    import platform
-
     import torch
 
     from flowlaws.percolation.presets import PRESETS
@@ -73,14 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no full preset for {unknown}; there are {sorted(PRESETS)}")
     cuda = torch.cuda.is_available()
-    # A folder of its own: the grokking store keeps one run per configuration and extends it in
-    # place, so a full preset trained in the chapters' folder would replace the reader's run
-    # (8,000 steps) by a longer one whose step-8,000 parameters are gone (II.7 then fails).
-    from flowlaws.book.cache import cache_dir
-
-    cache = args.cache_dir or cache_dir() / "full-presets"
-    where = {"workers": args.workers, "scheduler": args.scheduler, "cache_dir": cache,
-             "progress": "chunks"}
+    where = {"workers": args.workers, "scheduler": args.scheduler, "cache_dir": args.cache_dir}
     status = 0
     for chapter in chapters:
         needs_gpu = PRESETS[chapter].device == "cuda" and not args.smoke
@@ -89,10 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                   "skipped", file=sys.stderr)
             status = status or (2 if args.chapter != "all" else 0)
             continue
-        device = (torch.cuda.get_device_name(0) if needs_gpu else
-                  f"cpu ({platform.processor() or platform.machine()}, "
-                  f"{args.workers or 1} process(es))")
-        record = run_preset(chapter, smoke=args.smoke, out_dir=out_dir, device=device, **where)
+        record = run_full_preset(chapter, smoke=args.smoke, out_dir=out_dir, **where)
         print(f"{chapter}: {stored_path(chapter, out_dir)} ({record['wall_s']:.0f} s)")
         for name, v in record["verdicts"].items():
             print(f"  {name}: {v['summary']}")

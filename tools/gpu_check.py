@@ -203,14 +203,13 @@ def from_dump(folder: Path, out: Path) -> int:
 def gpu_presets(cpu_smoke: bool, device: str, budget: float, out_dir: Path) -> dict:
     """The full presets that need ``cuda`` (:data:`flowlaws.percolation.presets.PRESETS`: Adam
     and AdamW at the sizes that decide them), each until done or the budget is spent: their
-    chunks of runs are cached as they finish (``$FLOWLAWS_GPU_CHECK_CACHE`` or the reader's
+    chunks of runs are cached as they finish (``$FLOWLAWS_GPU_CHECK_CACHE`` or the full presets'
     cache), so the next call resumes them; a finished preset is written to
-    ``out_dir/<chapter>_full.json`` (tools/full.py). At ``--cpu-smoke`` the same path runs the
-    presets' smoke sizes on the CPU."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    from full import run_preset
-
+    ``out_dir/<chapter>_full.json``
+    (:func:`flowlaws.percolation.full_run.run_full_preset`). At ``--cpu-smoke`` the same path
+    runs the presets' smoke sizes on the CPU."""
     from flowlaws.common.chunks import ChunksUnfinishedError
+    from flowlaws.percolation.full_run import run_full_preset
     from flowlaws.percolation.presets import PRESETS
 
     t0 = time.perf_counter()
@@ -221,7 +220,7 @@ def gpu_presets(cpu_smoke: bool, device: str, budget: float, out_dir: Path) -> d
             continue
         left = budget - (time.perf_counter() - t0)
         try:
-            record = run_preset(chapter, smoke=cpu_smoke, out_dir=out_dir, device=device,
+            record = run_full_preset(chapter, smoke=cpu_smoke, out_dir=out_dir, device=device,
                                 cache_dir=cache, deadline=time.monotonic() + max(left, 0.0))
             done[chapter] = {n: v["summary"] for n, v in record["verdicts"].items()}
         except ChunksUnfinishedError as stopped:

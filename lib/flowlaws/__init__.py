@@ -159,7 +159,10 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   one cascade planted in a real ensemble and what the test sees of it: why its power is low (II.5)
 - :mod:`flowlaws.percolation.presets`
   every Part II full preset, the sizes that decide a chapter's claims, run by ``make full``
-  (II.5, II.6, II.8)
+  (II.5–II.8)
+- :mod:`flowlaws.percolation.full_run`
+  run a full preset and store its result: ``make full``, ``make gpu-check`` and a chapter's
+  ``full_preset = True`` (II.5–II.8)
 
 ``flowlaws.data``: data that ships, and readers for files you give
 

@@ -127,3 +127,33 @@ def test_full_presets_keep_their_runs_apart_from_the_chapters(tmp_path, monkeypa
     assert full.main(["--smoke", "--chapter", "07_grokking", "--out-dir", str(tmp_path)]) == 0
     runs = list((tmp_path / "cache").rglob("grokking-*"))
     assert runs and all(r.parent == tmp_path / "cache" / "full-presets" for r in runs)
+
+
+def _chapter_notebook(chapter: str) -> dict:
+    """The Part II notebook of a preset: ``05_calibration`` and ``05_dsi`` are both II.5's."""
+    (path,) = (ROOT / "book" / "02_percolation").glob(f"{chapter[:2]}_*.ipynb")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("chapter", sorted(PRESETS))
+def test_each_full_preset_is_one_parameter_away_in_its_chapter(chapter):
+    """Issue 26: the chapter's parameters cell has ``full_preset = False`` and, under ``if
+    full_preset:``, runs this preset into its ``stored`` folder before reading it."""
+    cells = _chapter_notebook(chapter)["cells"]
+    (params,) = [c for c in cells if "parameters" in c["metadata"].get("tags", [])]
+    assert any(line.startswith("full_preset = False") for line in params["source"])
+    call = f'if full_preset:\n    run_full_preset("{chapter}", out_dir="stored")'
+    assert any(call in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def test_a_gpu_preset_refuses_to_start_without_cuda_by_name(tmp_path):
+    import torch
+
+    from flowlaws.percolation.full_run import run_full_preset
+
+    gpu = [c for c, p in PRESETS.items() if p.device == "cuda"]
+    if torch.cuda.is_available() or not gpu:
+        pytest.skip("a GPU is here, or no preset needs one")
+    with pytest.raises(RuntimeError, match=gpu[0]):
+        run_full_preset(gpu[0], out_dir=tmp_path, cache_dir=tmp_path)
+    assert not list(tmp_path.iterdir())
