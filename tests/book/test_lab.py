@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -33,8 +34,11 @@ CHAPTERS = {
     "book/02_percolation/02_trapping.ipynb": "learning rate",
 }
 # jupyterlab-myst cannot resolve a {numref} to a figure labelled in a code cell's metadata (the
-# book's figures are); it logs this console error, and the reference shows as its label.
-KNOWN_HARMLESS = ("Cross reference target was not found",)
+# book's figures are), nor a citation: the server gives Lab such roles as links
+# (lib/flowlaws/book/lab_roles.py), so no "Cross reference target was not found" is harmless.
+KNOWN_HARMLESS: tuple[str, ...] = ()
+# a citation as Lab shows it: "(Du et al., 2018)", "(Chen et al., 2023; Seed paper II, 2026)"
+CITATION = r"\((?:[A-Z][\w'. -]*, \d{4}; )*[A-Z][\w'. -]*, \d{4}\)"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 SETTINGS = {  # every cell in the DOM. No news setting here: `make lab`'s labconfig must keep
     # Jupyter's news pop-up away on a first start (the test checks that none shows)
@@ -164,6 +168,11 @@ def test_a_chapter_runs_in_lab_moves_its_slider_and_reopens_with_its_figure(brow
     text = page.inner_text(".jp-Notebook")
     assert ":::{prf:" not in text and "{prf:" not in text, "MyST directive source is visible"
     assert page.locator(".jp-MarkdownCell .myst-proof").count() >= 1, "no theorem box drawn"
+    # citations and references read as text: authors and year, a caption, never a key or label
+    prose = "\n".join(page.locator(".jp-MarkdownCell").all_inner_texts())
+    assert re.search(CITATION, prose), "no citation reads as authors and year"
+    assert not re.findall(r"\b(?:fig|thm|prop|def|sec)-[a-z0-9-]+", prose), "a label is shown"
+    assert not re.findall(r"\b[a-z]+(?:19|20)\d\d[a-z]+\b", prose), "a citation key is shown"
 
     started = time.monotonic()
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")

@@ -1,0 +1,448 @@
+"""The book's MyST references in JupyterLab: readable links while open, the roles on disk.
+
+The book's build resolves ``{cite}``, ``{numref}``, ``{ref}``, ``{prf:ref}`` and ``{doc}``
+roles across the whole book. JupyterLab sees one notebook: jupyterlab-myst shows a citation as
+its key, a reference to a figure of a code cell (``mystnb.figure`` metadata, as the book's
+figures are) or to a statement of another chapter as its label, and a ``{doc}`` as a dead
+link. :func:`for_lab` rewrites each such role into markdown links a reader can follow, each
+with the role, verbatim, as its title (one line; the whole role in both titles)::
+
+    {cite}`kingma2015adam,loshchilov2019decoupled`  ->
+    ([Kingma and Ba, 2015](../references.bib "{cite}`kingma2015adam,loshchilov2019decoupled`");
+     [Loshchilov and Hutter, 2019](../references.bib "{cite}`kingma2015adam,...`"))
+
+:func:`from_lab` is its exact inverse: a notebook saved from JupyterLab holds the roles again,
+byte for byte. The texts:
+
+- a citation: the authors' surnames ("A", "A and B", "A et al.") and the year, from the
+  BibTeX files of ``_config.yml`` (read with pybtex, as the build reads them), in parentheses
+  (``{cite:t}``: "A et al. (2023)"); linked to the entry's DOI, URL or arXiv page, else to the
+  ``.bib`` file, which JupyterLab opens;
+- a figure or a statement: its kind and the start of its caption or title (``Figure “Gradient
+  flow keeps…”``: the build's numbers are not known here), linked to the notebook defining it;
+  a ``{ref}`` to a heading: the heading; an explicit text (``{ref}`text <label>```,
+  ``{numref}`Fig. %s <label>```) is kept;
+- a document: its first ``# `` title, linked to its file.
+
+A key or label that is not found reads as itself. A reference to a target that the notebook's
+own markdown defines (``(label)=``, ``:label:``, ``:name:``) is left to jupyterlab-myst, which
+resolves those within a notebook, with their numbers. Roles in code (spans, literal fences),
+code cells, outputs and metadata are never touched. The Jupyter server loads this module by its
+path (``jupyter_server_config.py``), without flowlaws and torch: it imports neither. Its
+contents manager is :func:`contents_manager_class`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+__all__ = [
+    "Index",
+    "Target",
+    "book_index",
+    "contents_manager_class",
+    "for_lab",
+    "from_lab",
+    "pre_save_hook",
+]
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository: _config.yml, book/
+REFERENCES = ("ref", "numref", "prf:ref", "doc")
+PARENTHETICAL = ("cite", "cite:p", "cite:ps")
+TEXTUAL = ("cite:t", "cite:ts")
+_ROLE = re.compile(r"\{(?P<name>[a-z][a-z0-9:+-]*)\}`(?P<body>[^`]*)`")
+_ANY_ROLE = r"\{[a-z][a-z0-9:+-]*\}`[^`]*`"
+_CODE = re.compile(r"(?<!`)(?P<ticks>`+)(?!`)(?:(?!\n[ \t]*\n).)*?(?<!`)(?P=ticks)(?!`)", re.S)
+_TEXT = r"[^\[\]\n]*"
+_URL = r"[^\s()\"<>]*"
+_TITLE = r"\{[a-z][a-z0-9:+-]*\}`[^`\"\n]+`"
+_UNIT = re.compile(  # what for_lab writes: links titled with one role, bracketed or not
+    rf"(?P<lb>\()?\[{_TEXT}\]\({_URL} \"(?P<role>{_TITLE})\"\)"
+    rf"(?P<more>(?:; \[{_TEXT}\]\({_URL} \"(?P=role)\"\))*)(?P<rb>\))?"
+)
+_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\n]*)$")
+_LITERAL = ("code", "code-block", "code-cell", "sourcecode", "literalinclude", "math", "raw")
+_TOKEN = re.compile(r"(?:\$[^$]*\$|`[^`]*`|[^\s$`])+")  # a word, its math and code whole
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a label (or document) names: its kind, its title or caption, its file."""
+
+    kind: str  # "Figure", "Theorem", "Section", "Document", ...
+    title: str
+    file: Path
+
+
+@dataclass
+class Index:
+    """The book's labels, documents and bibliography, as :func:`for_lab` reads them."""
+
+    root: Path = ROOT
+    labels: dict[str, Target] = field(default_factory=dict)
+    documents: dict[Path, Target] = field(default_factory=dict)  # by path without suffix
+    citations: dict[str, tuple[str, list[str], str]] = field(default_factory=dict)  # key ->
+    bibliography: Path | None = None  # (year, surnames, url); the first .bib file
+
+
+# --- reading the book -----------------------------------------------------------------------
+
+
+def _sources(file: Path) -> list[tuple[str, str, dict]]:
+    """(cell type, source, metadata) of a notebook's cells, or one markdown cell of a .md."""
+    if file.suffix == ".md":
+        return [("markdown", file.read_text(encoding="utf-8"), {})]
+    cells = json.loads(file.read_text(encoding="utf-8")).get("cells", [])
+    return [(c["cell_type"], _joined(c["source"]), c.get("metadata", {})) for c in cells]
+
+
+def _joined(source: str | list[str]) -> str:
+    return source if isinstance(source, str) else "".join(source)
+
+
+def _clean(text: str) -> str:
+    """``text`` as link text: one line, no brackets, no backslash before the closing one."""
+    return " ".join(text.replace("[", "(").replace("]", ")").split()).rstrip("\\")
+
+
+def _short(text: str, limit: int = 80, clause: bool = True) -> str:
+    """The start of ``text`` as one line of link text: whole words, math and code spans whole,
+    nothing from the first bracket on; cut at the end of its first sentence (``clause``, three
+    words at least) or before ``limit`` characters, with an ellipsis."""
+    text = _ROLE.sub(lambda m: m["body"].rsplit("<", 1)[-1].rstrip(">"), text)
+    words: list[str] = []
+    for token in _TOKEN.findall(" ".join(text.split())):
+        if "[" in token or "]" in token or (len(" ".join([*words, token])) > limit and words):
+            return " ".join(words) + ("…" if words else "")
+        words.append(token.rstrip("\\"))
+        if clause and token[-1] in ".;" and len(words) >= 3:
+            words[-1] = words[-1][:-1]
+            break
+    return " ".join(words)
+
+
+def _directives(text: str) -> Iterator[tuple[str, str, str, str]]:
+    """(directive, argument, label, body) of each labelled directive in MyST ``text``."""
+    pattern = re.compile(
+        r"^(?P<fence>:{3,}|`{3,})\{(?P<name>[^}\s]+)\}[ \t]*(?P<arg>[^\n]*)\n"
+        r"(?P<options>(?::[\w-]+:[^\n]*\n)*)(?P<body>.*?)^(?P=fence)\s*$",
+        re.M | re.S,
+    )
+    for m in pattern.finditer(text):
+        label = re.search(r"^:(?:label|name):\s*(\S+)", m["options"], re.M)
+        if label:
+            yield m["name"], m["arg"].strip(), label[1], m["body"]
+
+
+def _kind(directive: str) -> str:
+    kinds = {"math": "Equation", "glue:figure": "Figure", "list-table": "Table"}
+    return kinds.get(directive, directive.rsplit(":", 1)[-1].replace("-", " ").capitalize())
+
+
+def _targets(text: str, file: Path) -> Iterator[tuple[str, Target]]:
+    """The labels that MyST ``text`` (one markdown cell or file) defines."""
+    for m in re.finditer(r"^\((?P<label>[^()\s]+)\)=[ \t]*\n+(?P<next>[^\n]*)", text, re.M):
+        heading = re.match(r"#+\s+(.*)", m["next"])
+        title = _short(heading[1], clause=False) if heading else ""
+        yield m["label"], Target("Section", title, file)
+    for directive, argument, label, body in _directives(text):
+        prf = directive.startswith("prf:")  # a statement's title; a figure's caption
+        title = _short(argument, clause=False) if prf else _short(body.strip().split("\n\n")[0])
+        yield label, Target(_kind(directive), "" if directive == "math" else title, file)
+
+
+def _bibliography(index: Index, root: Path) -> None:
+    """The citations of the BibTeX files of ``root/_config.yml`` (pybtex, as the build)."""
+    config = (root / "_config.yml").read_text(encoding="utf-8")
+    files = re.search(r"^bibtex_bibfiles:\s*\n((?:\s+-\s*\S+\s*\n)+)", config, re.M)
+    from pybtex.database import parse_file
+    from pybtex.richtext import Text
+
+    for name in re.findall(r"-\s*(\S+)", files[1]) if files else []:
+        index.bibliography = index.bibliography or root / name
+        for key, entry in parse_file(str(root / name)).entries.items():
+            fields = {k.lower(): v for k, v in entry.fields.items()}
+            names = [
+                Text.from_latex(" ".join(p.prelast_names + p.last_names)).render_as("text")
+                for p in entry.persons.get("author", [])
+            ]
+            url = _url(fields)
+            index.citations[key] = (fields.get("year", ""), names, url)
+
+
+def _url(fields: dict[str, str]) -> str:
+    """The entry's DOI, URL or arXiv page, else ''."""
+    if "doi" in fields:
+        return f"https://doi.org/{quote(fields['doi'], safe='/:;.-_')}"
+    if "url" in fields:
+        return quote(fields["url"], safe=":/?#&=%+.,;~@!$*'-_")
+    arxiv = fields.get("archiveprefix", "").lower() == "arxiv" and "eprint" in fields
+    return f"https://arxiv.org/abs/{quote(fields['eprint'], safe='/.')}" if arxiv else ""
+
+
+_CACHE: dict[Path, tuple[tuple, Index]] = {}
+_ON_DISK = contextvars.ContextVar("flowlaws_lab_roles_on_disk", default=False)
+
+
+def book_index(root: Path = ROOT) -> Index:
+    """The labels, documents and citations of the book under ``root``; read again only when
+    a file of the book changed."""
+    skip = {"stored", ".ipynb_checkpoints", "_build"}
+    found = (p for p in (root / "book").rglob("*") if p.suffix in (".ipynb", ".md", ".bib"))
+    files = sorted(p for p in found if not skip & set(p.relative_to(root).parts))
+    stamp = tuple((p, p.stat().st_mtime_ns) for p in files) + (
+        (root / "_config.yml").stat().st_mtime_ns,
+    )
+    if root in _CACHE and _CACHE[root][0] == stamp:
+        return _CACHE[root][1]
+    index = Index(root=root)
+    for file in (f for f in files if f.suffix != ".bib"):
+        cells = _sources(file)
+        for cell_type, source, metadata in cells:
+            figure = metadata.get("mystnb", {}).get("figure", {})
+            if cell_type == "code" and figure.get("name"):
+                index.labels[figure["name"]] = Target(
+                    "Figure", _short(figure.get("caption", "")), file
+                )
+            elif cell_type == "markdown":
+                index.labels.update(_targets(source, file))
+        title = next(
+            (m[1] for _, s, _ in cells for m in [re.search(r"^# (.+)$", s, re.M)] if m), file.stem
+        )
+        index.documents[file.with_suffix("")] = Target(
+            "Document", _short(title, clause=False), file
+        )
+    _bibliography(index, root)
+    _CACHE[root] = (stamp, index)
+    return index
+
+
+# --- the two directions ---------------------------------------------------------------------
+
+
+def _outside_literal_fences(text: str) -> Iterator[tuple[bool, str]]:
+    """``text`` in pieces, each flagged True where it is literal: a fenced code block (not a
+    MyST directive, whose body is markdown) or a fence line, which no code span crosses."""
+    directives: list[str] = []  # the fences of open directives
+    literal, piece = "", []
+    for line in text.splitlines(keepends=True):
+        m = _FENCE.match(line.rstrip("\n"))
+        if literal:
+            piece.append(line)
+            closes = m and m["fence"][0] == literal[0] and len(m["fence"]) >= len(literal)
+            if closes and not m["info"]:
+                yield True, "".join(piece)
+                literal, piece = "", []
+            continue
+        if m:  # a fence line is never part of a code span
+            yield False, "".join(piece)
+            piece = []
+            name = re.match(r"\{([^}]+)\}", m["info"])
+            if not m["info"] and directives and m["fence"][0] == directives[-1][0]:
+                directives.pop()
+            elif name and name[1] not in _LITERAL:
+                directives.append(m["fence"])
+            else:
+                literal = m["fence"]
+            if not literal:
+                yield True, line
+                continue
+        piece.append(line)
+    yield bool(literal), "".join(piece)
+
+
+def _rewrite(text: str, pattern: re.Pattern, replace: Callable[[re.Match], str]) -> str:
+    """``text`` with ``replace`` applied to each match of ``pattern`` outside code (code spans,
+    literal fences); any other role is passed over whole, as MyST reads it."""
+    combined = re.compile(f"(?P<hit>{pattern.pattern})|{_ANY_ROLE}|{_CODE.pattern}", re.S)
+
+    def one(m: re.Match) -> str:
+        return replace(m) if m["hit"] is not None else m[0]
+
+    return "".join(
+        piece if literal else combined.sub(one, piece)
+        for literal, piece in _outside_literal_fences(text)
+    )
+
+
+def _link(text: str, url: str, role: str) -> str:
+    return f'[{text or "?"}]({url or "#"} "{role}")'
+
+
+def _relative(file: Path, notebook: Path | None, index: Index) -> str:
+    start = notebook.parent if notebook else index.root / "book"
+    return quote(Path(os.path.relpath(file, start)).as_posix())
+
+
+def _home(notebook: Path | None, index: Index) -> Path:
+    """The notebook's folder in the book (a copy elsewhere: its original's, by name)."""
+    if notebook is None:
+        return index.root / "book"
+    if notebook.with_suffix("") in index.documents:
+        return notebook.parent
+    same = [t.file for t in index.documents.values() if t.file.name == notebook.name]
+    return same[0].parent if len(same) == 1 else notebook.parent
+
+
+def _citation(name: str, body: str, role: str, index: Index, notebook: Path | None) -> str:
+    fallback = _relative(index.bibliography, notebook, index) if index.bibliography else ""
+    links = []
+    for key in (k.strip() for k in body.split(",")):
+        year, names, url = index.citations.get(key, ("", [], ""))
+        authors = f"{names[0]} et al." if len(names) > 2 else " and ".join(names)
+        forms = {"cite:author": authors, "cite:year": year}
+        forms |= dict.fromkeys(TEXTUAL, f"{authors} ({year})")
+        text = forms.get(name, ", ".join(s for s in (authors, year) if s)) if names or year else key
+        links.append(_link(_clean(text), url or fallback, role))
+    joined = "; ".join(links)
+    return f"({joined})" if name in PARENTHETICAL else joined
+
+
+def _reference(
+    name: str, body: str, role: str, index: Index, notebook: Path | None, local: set[str]
+) -> str:
+    explicit = re.fullmatch(r"(?P<text>.*?)\s*<(?P<label>[^<>]+)>", body, re.S)
+    label = explicit["label"] if explicit else body.strip()
+    if name != "doc" and label in local:
+        return role  # jupyterlab-myst resolves it, with its number
+    if name == "doc":
+        home = _home(notebook, index)
+        path = index.root / label.lstrip("/") if label.startswith("/") else home / label
+        target = index.documents.get(Path(os.path.normpath(path.with_suffix(""))))
+    else:
+        target = index.labels.get(label)
+    quoted = f"“{target.title}”" if target and target.title else ""
+    if explicit:
+        text = (
+            explicit["text"]
+            .replace("%s", quoted or label)
+            .replace("{number}", quoted or label)
+            .replace("{name}", target.title if target else label)
+        )
+    elif target is None:
+        text = label
+    elif name == "ref" or name == "doc":
+        text = target.title or label
+    else:
+        text = f"{target.kind} {quoted}" if quoted else f"{target.kind} {label}"
+    url = _relative(target.file, notebook, index) if target else ""
+    return _link(_clean(text), url, role)
+
+
+def _cell_for_lab(cell: dict, index: Index, notebook: Path | None, local: set[str]) -> dict:
+    source = _joined(cell.get("source", ""))
+
+    def one(m: re.Match) -> str:
+        name, body, role = m["name"], m["body"], m[0]
+        if not body or '"' in body or "\n" in body:
+            return role
+        if name.startswith("cite") and name not in ("cite:label", "cite:empty"):
+            return _citation(name, body, role, index, notebook)
+        return _reference(name, body, role, index, notebook, local) if name in REFERENCES else role
+
+    new = _rewrite(source, _ROLE, one)
+    return cell if new == source else cell | {"source": _as(cell["source"], new)}
+
+
+def _as(original: str | list[str], text: str) -> str | list[str]:
+    return text if isinstance(original, str) else text.splitlines(keepends=True)
+
+
+def for_lab(notebook: dict, path: str | Path | None = None, index: Index | None = None) -> dict:
+    """The notebook (nbformat 4, as a dict) with its MyST references as readable links.
+
+    ``path`` is the notebook's file (relative links start from its folder); ``index`` is
+    :func:`book_index` unless given. Returns a new dict; ``notebook`` is not changed, and a
+    cell without a role to rewrite is the same object.
+    """
+    index = book_index() if index is None else index
+    notebook_path = Path(path).resolve() if path is not None else None
+    cells = notebook.get("cells", [])
+    markdown = [c for c in cells if c.get("cell_type") == "markdown"]
+    local = {label for c in markdown for label, _ in _targets(_joined(c["source"]), Path())}
+    rewrite = {id(c): _cell_for_lab(c, index, notebook_path, local) for c in markdown}
+    return notebook | {"cells": [rewrite.get(id(c), c) for c in cells]}
+
+
+def _restore(m: re.Match) -> str:
+    role = m["role"]
+    links = 1 + m["more"].count(f' "{role}")')
+    role_match = _ROLE.fullmatch(role)
+    keys = len(role_match["body"].split(",")) if role_match["name"].startswith("cite") else 1
+    bracketed = role_match["name"] in PARENTHETICAL and m["lb"] and m["rb"]
+    groups = -(-links // keys)
+    inner = "; ".join([role] * groups)
+    return inner if bracketed else f"{m['lb'] or ''}{inner}{m['rb'] or ''}"
+
+
+def from_lab(notebook: dict) -> dict:
+    """The notebook with every link :func:`for_lab` wrote turned back into its role.
+
+    ``from_lab(for_lab(nb)) == nb`` for every notebook of the book (the tests check it).
+    """
+    cells = []
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            source = _joined(cell.get("source", ""))
+            new = _rewrite(source, _UNIT, _restore)
+            cell = cell if new == source else cell | {"source": _as(cell["source"], new)}
+        cells.append(cell)
+    return notebook | {"cells": cells}
+
+
+def pre_save_hook(model: dict, **kwargs: Any) -> None:
+    """``ContentsManager.pre_save_hook``: a notebook is saved with its roles (:func:`from_lab`).
+
+    Changes ``model["content"]`` in place; other files pass untouched.
+    """
+    if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
+        model["content"] = from_lab(model["content"])
+
+
+def contents_manager_class(base: type | None = None) -> type:
+    """A subclass of ``base`` (jupyter_server's default, ``AsyncLargeFileManager``) whose
+    ``get`` gives a notebook :func:`for_lab` and which saves with :func:`pre_save_hook`.
+
+    Set as ``ServerApp.contents_manager_class``; jupytext's server extension then derives its
+    own manager from it, as it derives one from the default. A failure to rewrite logs a warning
+    and serves the notebook as it is on disk.
+    """
+    import nbformat
+
+    if base is None:
+        from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+
+        base = AsyncLargeFileManager
+
+    class LabRolesContentsManager(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.register_pre_save_hook(pre_save_hook)
+
+        async def get(self, path: str, content=True, type=None, format=None, require_hash=False):
+            model = await super().get(path, content, type, format, require_hash=require_hash)
+            notebook = model.get("type") == "notebook" and isinstance(model.get("content"), dict)
+            if notebook and not _ON_DISK.get():
+                try:
+                    os_path = self._get_os_path(model["path"])
+                    model["content"] = nbformat.from_dict(for_lab(model["content"], os_path))
+                except Exception:  # a reader's notebook always opens
+                    self.log.warning("MyST roles left as they are in %s", path, exc_info=True)
+            return model
+
+        async def trust_notebook(self, path: str) -> None:
+            token = _ON_DISK.set(True)  # sign the notebook as saved, with its roles
+            try:
+                return await super().trust_notebook(path)
+            finally:
+                _ON_DISK.reset(token)
+
+    return LabRolesContentsManager
