@@ -221,7 +221,7 @@ def gpu_presets(cpu_smoke: bool, device: str, budget: float, out_dir: Path) -> d
         left = budget - (time.perf_counter() - t0)
         try:
             record = run_full_preset(chapter, smoke=cpu_smoke, out_dir=out_dir, device=device,
-                                cache_dir=cache, deadline=time.monotonic() + max(left, 0.0))
+                                     cache_dir=cache, deadline=time.monotonic() + max(left, 0.0))
             done[chapter] = {n: v["summary"] for n, v in record["verdicts"].items()}
         except ChunksUnfinishedError as stopped:
             unfinished[chapter] = f"{stopped.done} of {stopped.total} chunks (call again)"
