@@ -57,6 +57,7 @@ __all__ = [
     "STORED_COLUMNS",
     "stored_table",
     "stored_claim",
+    "stored_path",
     "read_if_current",
 ]
 
@@ -291,24 +292,20 @@ def stored_table(chapter: str, reader: Mapping[str, dict], folder: Path | str = 
     refused because its computation's code changed since (then only the reader rows show)."""
     from flowlaws.book.tables import show_table
 
-    path = Path(folder) / f"{chapter}_full.json"
-    stored, note = None, f"no stored full-preset run here ({path} is missing)"
-    if path.exists():
-        try:
-            stored = read_stored(path)
-            note = (f"stored run, full preset: {path.name}, commit "
-                    f"{stored['code']['commit'][:10]}, {stored['device']}, {stored['started']}, "
-                    f"wall {stored['wall_s'] / 60:.1f} min, CPU {stored['cpu_s'] / 60:.1f} min")
-        except StaleStoredResultError as refused:
-            note = f"stored run refused: {refused}"
+    stored, note = read_if_current(chapter, folder)
     return show_table(stored_rows(reader, stored), STORED_COLUMNS,
                       {"p": ".3f", "power": ".2f"}), note
+
+
+def stored_path(chapter: str, folder: Path | str = "stored") -> Path:
+    """Where ``chapter``'s full result is stored: ``folder/<chapter>_full.json``."""
+    return Path(folder) / f"{chapter}_full.json"
 
 
 def read_if_current(chapter: str, folder: Path | str = "stored") -> tuple[dict | None, str]:
     """``(record, note)``: ``folder/<chapter>_full.json`` when it exists and its computation's
     code is the library's now, else ``None`` with the reason (missing, or refused as stale)."""
-    path = Path(folder) / f"{chapter}_full.json"
+    path = stored_path(chapter, folder)
     if not path.exists():
         return None, f"no stored full-preset run here ({path} is missing)"
     try:

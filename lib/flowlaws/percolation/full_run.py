@@ -18,14 +18,11 @@ import platform
 import time
 from pathlib import Path
 
+from flowlaws.common.stored import stored_path
+
 __all__ = ["STORED_DIR", "stored_path", "full_cache_dir", "default_device", "run_full_preset"]
 
 STORED_DIR = Path(__file__).resolve().parents[3] / "book" / "02_percolation" / "stored"
-
-
-def stored_path(chapter: str, folder: Path | str = STORED_DIR) -> Path:
-    """Where ``chapter``'s full result is stored: ``folder/<chapter>_full.json``."""
-    return Path(folder) / f"{chapter}_full.json"
 
 
 def full_cache_dir() -> Path:
