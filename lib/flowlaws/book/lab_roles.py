@@ -1,11 +1,12 @@
 """The book's MyST references in JupyterLab: readable links while open, the roles on disk.
 
 The book's build resolves ``{cite}``, ``{numref}``, ``{ref}``, ``{prf:ref}`` and ``{doc}``
-roles across the whole book. JupyterLab sees one notebook: jupyterlab-myst shows a citation as
-its key, a reference to a figure of a code cell (``mystnb.figure`` metadata, as the book's
-figures are) or to a statement of another chapter as its label, and a ``{doc}`` as a dead
-link. :func:`for_lab` rewrites each such role into markdown links a reader can follow, each
-with the role, verbatim, as its title (one line; the whole role in both titles)::
+roles across the whole book, and pastes each ``{glue:text}`` value a notebook glued. JupyterLab
+sees one notebook: jupyterlab-myst shows a citation as its key, a reference to a figure of a
+code cell (``mystnb.figure`` metadata, as the book's figures are) or to a statement of another
+chapter as its label, a ``{doc}`` as a dead link and a pasted value as its ``key:format``.
+:func:`for_lab` rewrites each such role into markdown links a reader can follow, each with the
+role, verbatim, as its title (one line; the whole role in both titles)::
 
     {cite}`kingma2015adam,loshchilov2019decoupled`  ->
     ([Kingma and Ba, 2015](../references.bib "{cite}`kingma2015adam,loshchilov2019decoupled`");
@@ -22,14 +23,20 @@ byte for byte. The texts:
   flow keeps…”``: the build's numbers are not known here), linked to the notebook defining it;
   a ``{ref}`` to a heading: the heading; an explicit text (``{ref}`text <label>```,
   ``{numref}`Fig. %s <label>```) is kept;
-- a document: its first ``# `` title, linked to its file.
+- a document: its first ``# `` title, linked to its file;
+- a pasted value (``{glue:text}`key:fmt``` or ``{glue:text}`path.ipynb::key:fmt```, the path
+  as the build reads it): the value the last build pasted, formatted as myst-nb formats it, from
+  the ``.glue.json`` myst-nb left beside the executed notebook in ``_build/jupyter_execute``,
+  linked to that executed notebook. Without build output (a fresh clone): "``key`` (pasted by
+  the built book)", linked to the notebook that glues it.
 
-A key or label that is not found reads as itself. A reference to a target that the notebook's
-own markdown defines (``(label)=``, ``:label:``, ``:name:``) is left to jupyterlab-myst, which
-resolves those within a notebook, with their numbers. Roles in code (spans, literal fences),
-code cells, outputs and metadata are never touched. The Jupyter server loads this module by its
-path (``jupyter_server_config.py``), without flowlaws and torch: it imports neither. Its
-contents manager is :func:`contents_manager_class`.
+A key or label that is not found reads as itself (a glue key as without build output). A
+reference to a target that the notebook's own markdown defines (``(label)=``, ``:label:``,
+``:name:``) is left to jupyterlab-myst, which resolves those within a notebook, with their
+numbers. Roles in code (spans, literal fences), code cells, outputs and metadata are never
+touched. The Jupyter server loads this module by its path (``jupyter_server_config.py``),
+without flowlaws and torch: it imports neither (myst-nb's formatting of a pasted value is
+imported on the first one). Its contents manager is :func:`contents_manager_class`.
 """
 
 from __future__ import annotations
@@ -91,6 +98,12 @@ class Index:
     documents: dict[Path, Target] = field(default_factory=dict)  # by path without suffix
     citations: dict[str, tuple[str, list[str], str]] = field(default_factory=dict)  # key ->
     bibliography: Path | None = None  # (year, surnames, url); the first .bib file
+
+    @property
+    def executed(self) -> Path:
+        """myst-nb's folder of executed notebooks and their ``.glue.json``, as the last build
+        (``jupyter-book build .``) left it; named by docname (``book/<part>/<chapter>``)."""
+        return self.root / "_build" / "jupyter_execute"
 
 
 # --- reading the book -----------------------------------------------------------------------
@@ -189,6 +202,7 @@ def _url(fields: dict[str, str]) -> str:
 
 
 _CACHE: dict[Path, tuple[tuple, Index]] = {}
+_GLUED: dict[Path, tuple[int, dict[str, Any]]] = {}  # a .glue.json -> (mtime, its data)
 _ON_DISK = contextvars.ContextVar("flowlaws_lab_roles_on_disk", default=False)
 
 
@@ -223,6 +237,18 @@ def book_index(root: Path = ROOT) -> Index:
     _bibliography(index, root)
     _CACHE[root] = (stamp, index)
     return index
+
+
+def _glued(file: Path) -> dict[str, Any]:
+    """The glue data myst-nb wrote to ``file`` (a ``.glue.json``: key -> output dict), ``{}``
+    when there is none; read again only when the file changed."""
+    try:
+        stamp = file.stat().st_mtime_ns
+    except OSError:
+        return {}
+    if file not in _GLUED or _GLUED[file][0] != stamp:
+        _GLUED[file] = (stamp, json.loads(file.read_text(encoding="utf-8")))
+    return _GLUED[file][1]
 
 
 # --- the two directions ---------------------------------------------------------------------
@@ -292,6 +318,14 @@ def _home(notebook: Path | None, index: Index) -> Path:
     return same[0].parent if len(same) == 1 else notebook.parent
 
 
+def _in_book(relative: str, notebook: Path | None, index: Index) -> Path:
+    """A path as the build reads it in a role: from the book's root when it starts with ``/``,
+    else from the notebook's folder in the book."""
+    if relative.startswith("/"):
+        return Path(os.path.normpath(index.root / relative.lstrip("/")))
+    return Path(os.path.normpath(_home(notebook, index) / relative))
+
+
 def _citation(name: str, body: str, role: str, index: Index, notebook: Path | None) -> str:
     fallback = _relative(index.bibliography, notebook, index) if index.bibliography else ""
     links = []
@@ -314,9 +348,7 @@ def _reference(
     if name != "doc" and label in local:
         return role  # jupyterlab-myst resolves it, with its number
     if name == "doc":
-        home = _home(notebook, index)
-        path = index.root / label.lstrip("/") if label.startswith("/") else home / label
-        target = index.documents.get(Path(os.path.normpath(path.with_suffix(""))))
+        target = index.documents.get(_in_book(label, notebook, index).with_suffix(""))
     else:
         target = index.labels.get(label)
     quoted = f"“{target.title}”" if target and target.title else ""
@@ -337,6 +369,45 @@ def _reference(
     return _link(_clean(text), url, role)
 
 
+def _pasted(docname: str, key: str, fmt: str, index: Index) -> str | None:
+    """The text the last build pasted for ``key`` of ``docname``, formatted as myst-nb formats
+    it; None without build output, or when the build could not paste it either."""
+    data = _glued(index.executed / f"{docname}.glue.json").get(key, {}).get("data", {})
+    if "text/plain" not in data:
+        return None
+    # myst-nb's own formatting: ~0.3 s to import, once per server; it imports no sphinx
+    from myst_nb.core.variables import format_plain_text
+
+    try:
+        return format_plain_text(data["text/plain"], fmt)
+    except (ValueError, TypeError):
+        return None
+
+
+def _gluing_notebook(doc: str, notebook: Path | None, index: Index) -> Path | None:
+    """The notebook that glues a key: ``doc`` as the build reads it, else the open notebook's
+    original in the book; None when neither is known."""
+    if doc:
+        return _in_book(doc, notebook, index)
+    return _home(notebook, index) / notebook.name if notebook else None
+
+
+def _glue(body: str, role: str, index: Index, notebook: Path | None) -> str:
+    """``{glue:text}`[path::]key[:fmt]```: the value the last build pasted, linked to the
+    executed notebook; without a build, the key and who pastes it, linked to the notebook that
+    glues it. Key, format and path are split as myst-nb's ``PasteTextRole`` splits them."""
+    key, fmt = body.rsplit(":", 1) if ":" in body else (body, "s")
+    doc, key = key.split("::", 1) if "::" in key else ("", key)
+    source = _gluing_notebook(doc, notebook, index)
+    in_book = source is not None and source.is_relative_to(index.root)
+    docname = source.relative_to(index.root).with_suffix("").as_posix() if in_book else ""
+    value = _pasted(docname, key, fmt, index) if docname else None
+    executed = index.executed / f"{docname}.ipynb"
+    linked = executed if value is not None and executed.is_file() else source
+    text = f"{key} (pasted by the built book)" if value is None else value
+    return _link(_clean(text), _relative(linked, notebook, index) if linked else "", role)
+
+
 def _cell_for_lab(cell: dict, index: Index, notebook: Path | None, local: set[str]) -> dict:
     source = _joined(cell.get("source", ""))
 
@@ -346,6 +417,8 @@ def _cell_for_lab(cell: dict, index: Index, notebook: Path | None, local: set[st
             return role
         if name.startswith("cite") and name not in ("cite:label", "cite:empty"):
             return _citation(name, body, role, index, notebook)
+        if name == "glue:text":
+            return _glue(body, role, index, notebook)
         return _reference(name, body, role, index, notebook, local) if name in REFERENCES else role
 
     new = _rewrite(source, _ROLE, one)
