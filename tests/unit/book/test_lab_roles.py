@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import os
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import unquote
 
 import nbformat
 import pytest
@@ -23,9 +25,10 @@ NOTEBOOKS = sorted(
     for p in (ROOT / "book").rglob("*.ipynb")
     if not {"stored", ".ipynb_checkpoints"} & set(p.relative_to(ROOT).parts)
 )
-HANDLED = r"\{(?:cite(?::[a-z]+)?|numref|ref|prf:ref|doc)\}`[^`]*`"
+HANDLED = r"\{(?:cite(?::[a-z]+)?|numref|ref|prf:ref|doc|glue:text)\}`[^`]*`"
 LINK = re.compile(r"\[(?P<text>[^\]\n]*)\]\((?P<url>[^\s()]*) \"(?P<role>\{[^\"\n]*)\"\)")
 CITE = r"\{cite\}`([^`]*)`"
+BARE_GLUE = r"\b[a-z][a-z0-9_]*:(?:s|\.\d+[fge%])\b|\{glue:text\}"
 KINDS = ("Figure", "Theorem", "Proposition", "Definition", "Corollary", "Section")
 
 
@@ -58,9 +61,8 @@ def test_the_notebooks_use_the_roles_the_module_rewrites():
         for text in markdown(read(path))
         for m in re.findall(r"\{([a-z:]+)\}`", text)
     }
-    assert {"cite", "numref", "ref", "prf:ref", "doc"} <= found, found
-    assert found - {"cite", "numref", "ref", "prf:ref", "doc"} == {"glue:text"}, (
-        "a new role in the book: make lab_roles render it in JupyterLab, or list it here"
+    assert found == {"cite", "numref", "ref", "prf:ref", "doc", "glue:text"}, (
+        "a new role in the book (or one no longer used): make lab_roles render it in JupyterLab"
     )
 
 
@@ -90,7 +92,9 @@ def test_every_citation_and_reference_resolves_to_readable_text_and_a_link(path)
         text, url, role = m["text"], m["url"], m["role"]
         name, body = re.fullmatch(r"\{([a-z:]+)\}`([^`]*)`", role).groups()
         assert text and text not in body.split(","), f"{path}: {role} reads as its key"
-        if name == "cite":
+        if name == "glue:text":  # the built value or the key and who pastes it: tests below
+            assert not re.search(BARE_GLUE, text) and (folder / url).is_file(), (path, text, url)
+        elif name == "cite":
             assert re.fullmatch(r"[A-Z][\w' -]*?( and [A-Z][\w' -]*| et al\.)?, \d{4}", text), text
             assert url.startswith(("https://doi.org/", "https://arxiv.org/abs/")) or (
                 url.endswith("references.bib") and (folder / url).is_file()
@@ -192,9 +196,9 @@ def test_roles_in_code_and_local_targets_are_left_alone():
         "(sec-here)=",
         "## Here",
         "",
-        "See {ref}`sec-here` and ``{cite}`kingman1982coalescent` `` and {glue:text}`n:.0f`.",
+        "See {ref}`sec-here` and ``{cite}`kingman1982coalescent` `` and `` {glue:text}`n:.0f` ``.",
         "```python",
-        "print('{cite}`kingman1982coalescent`')",
+        "print('{cite}`kingman1982coalescent`', '{glue:text}`n:.0f`')",
         "```",
         "```{code-block} text",
         "{numref}`fig-balancedness`",
@@ -287,3 +291,154 @@ def test_the_repository_config_makes_the_server_open_links_and_save_roles(tmp_pa
 
     asyncio.run(manager.trust_notebook("chapter.ipynb"))  # signs the file as it is on disk
     assert manager.notary.check_signature(nbformat.read(tmp_path / "chapter.ipynb", 4))
+
+
+# --- {glue:text}: the value the last build pasted, or what belongs there --------------------
+
+GLUED = {  # docname -> values its cells glue (myst_nb.glue(key, value, display=False))
+    "book/02_percolation/x": {"lam": 2.1234, "verdict": "supported", "run_time": "1.5 min"},
+    "book/02_percolation/08_real_data": {"heart_lambda171_verdict": "not tested [n < 3]"},
+}
+GLUE_LINES = (
+    "took {glue:text}`run_time:s`; λ = {glue:text}`lam:.2f`, *{glue:text}`verdict:s`*",
+    "({glue:text}`08_real_data.ipynb::heart_lambda171_verdict:s`) and",
+    "{glue:text}`/book/02_percolation/08_real_data.ipynb::heart_lambda171_verdict:s`",
+)
+
+
+def glue_output(key: str, value: object) -> dict:
+    """A code cell's output as ``myst_nb.glue(key, value, display=False)`` displays it."""
+    prefix = "application/papermill.record/"
+    return nbformat.v4.new_output(
+        "display_data",
+        data={f"{prefix}text/plain": repr(value)},
+        metadata={"scrapbook": {"name": key, "mime_prefix": prefix}},
+    )
+
+
+def write_build(root: Path, glued: dict[str, dict[str, object]]) -> None:
+    """``root/_build/jupyter_execute`` as myst-nb leaves it: each executed notebook and its
+    ``.glue.json`` (:func:`myst_nb.ext.glue.extract_glue_data`, written as myst-nb writes it)."""
+    from myst_nb.ext.glue import extract_glue_data
+
+    for docname, values in glued.items():
+        outputs = [glue_output(key, value) for key, value in values.items()]
+        executed = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("", outputs=outputs)])
+        data = extract_glue_data(executed, [0], None)
+        target = root / "_build" / "jupyter_execute" / docname
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(executed, target.with_suffix(".ipynb"))
+        target.with_suffix(".glue.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def glue_links(root: Path) -> list[tuple[str, str]]:
+    notebook = root / "book/02_percolation/x.ipynb"
+    text = for_lab(one_cell(*GLUE_LINES), notebook, lab_roles.Index(root=root))["cells"][0]
+    return [(m["text"], m["url"]) for m in LINK.finditer(text["source"])]
+
+
+def test_a_glue_role_reads_the_value_the_build_pasted_linked_to_the_executed_notebook(tmp_path):
+    write_build(tmp_path, GLUED)
+    executed = "../../_build/jupyter_execute/book/02_percolation"
+    assert glue_links(tmp_path) == [
+        ("1.5 min", f"{executed}/x.ipynb"),
+        ("2.12", f"{executed}/x.ipynb"),
+        ("supported", f"{executed}/x.ipynb"),
+        ("not tested (n < 3)", f"{executed}/08_real_data.ipynb"),
+        ("not tested (n < 3)", f"{executed}/08_real_data.ipynb"),
+    ]
+
+
+def test_a_new_build_is_read_again(tmp_path):
+    write_build(tmp_path, GLUED)
+    assert glue_links(tmp_path)[0][0] == "1.5 min"
+    glue_json = tmp_path / "_build/jupyter_execute/book/02_percolation/x.glue.json"
+    stamp = glue_json.stat().st_mtime_ns
+    write_build(
+        tmp_path, {"book/02_percolation/x": GLUED["book/02_percolation/x"] | {"run_time": "2 s"}}
+    )
+    os.utime(
+        glue_json, ns=(stamp + 10**9, stamp + 10**9)
+    )  # a later build, however coarse the clock
+    assert glue_links(tmp_path)[0][0] == "2 s"
+
+
+def test_without_build_output_a_glue_role_says_what_belongs_there(tmp_path):
+    write_build(tmp_path, {"book/02_percolation/x": {"other_key": 1}})  # an older build
+    links = glue_links(tmp_path)
+    assert links == [
+        ("run_time (pasted by the built book)", "x.ipynb"),
+        ("lam (pasted by the built book)", "x.ipynb"),
+        ("verdict (pasted by the built book)", "x.ipynb"),
+        ("heart_lambda171_verdict (pasted by the built book)", "08_real_data.ipynb"),
+        ("heart_lambda171_verdict (pasted by the built book)", "08_real_data.ipynb"),
+    ]
+    assert not any(re.search(BARE_GLUE, text) for text, _ in links)
+
+
+@pytest.mark.parametrize("built", [False, True])
+def test_glue_links_round_trip_exactly(tmp_path, built):
+    if built:
+        write_build(tmp_path, GLUED)
+    nb = one_cell(*GLUE_LINES)
+    lab = for_lab(nb, tmp_path / "book/02_percolation/x.ipynb", lab_roles.Index(root=tmp_path))
+    assert not re.search(HANDLED, LINK.sub("", lab["cells"][0]["source"]))
+    assert from_lab(lab) == nb
+
+
+TRICKY = ("[a] (b)", "`code` and $x^2$", 'say "so"', "ends \\", "two\nlines", "", "0.1%")
+
+
+def glued_in_the_book() -> dict[str, dict[str, object]]:
+    """Docname -> a value for each key the book's roles paste from it, each value text that a
+    link must survive (brackets, backticks, quotes, a backslash, a newline, nothing)."""
+    glued: dict[str, dict[str, object]] = {}
+    for path in NOTEBOOKS:
+        for body in re.findall(r"\{glue:text\}`([^`]*)`", "".join(markdown(read(path)))):
+            doc, _, key = body.rsplit(":", 1)[0].rpartition("::")  # [path::]key[:fmt]
+            file = (ROOT / path).parent / doc if doc else ROOT / path
+            docname = file.resolve().relative_to(ROOT).with_suffix("").as_posix()
+            values = glued.setdefault(docname, {})
+            values[key] = TRICKY[len(values) % len(TRICKY)]
+    return glued
+
+
+@pytest.fixture(scope="module")
+def book_copies(tmp_path_factory) -> dict[bool, Path]:
+    """The book copied twice: as a fresh clone has it, and with a build that pasted every key."""
+    roots = {}
+    for built in (False, True):
+        root = tmp_path_factory.mktemp("built" if built else "bare")
+        shutil.copytree(ROOT / "book", root / "book")
+        shutil.copy(ROOT / "_config.yml", root)
+        if built:
+            write_build(root, glued_in_the_book())
+        roots[built] = root
+    return roots
+
+
+@pytest.mark.parametrize("built", [False, True], ids=["bare", "built"])
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_every_glue_role_round_trips_with_and_without_build_output(book_copies, path, built):
+    root = book_copies[built]
+    text = (root / path).read_text(encoding="utf-8")
+    opened = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
+    lab = json.loads(json.dumps(for_lab(opened, root / path, book_index(root))))  # as Lab has it
+    links = [m for t in markdown(lab) for m in LINK.finditer(t) if "{glue:text}" in m["role"]]
+    assert len(links) == "".join(markdown(read(path))).count("{glue:text}`")
+    for m in links:
+        pasted = not m["text"].endswith(" (pasted by the built book)")
+        assert pasted == built and not re.search(BARE_GLUE, m["text"]), m[0]
+        assert ("_build/jupyter_execute/" in m["url"]) == built, m[0]
+    assert nbformat.writes(nbformat.from_dict(from_lab(lab))) + "\n" == text
+
+
+def test_a_copy_elsewhere_pastes_what_the_build_pasted_in_its_original(book_copies, tmp_path):
+    root, chapter = book_copies[True], "book/02_percolation/07_grokking"
+    shutil.copy(root / f"{chapter}.ipynb", tmp_path / "07_grokking.ipynb")  # as test_lab opens it
+    lab = for_lab(read(f"{chapter}.ipynb"), tmp_path / "07_grokking.ipynb", book_index(root))
+    first = LINK.search(markdown(lab)[0])
+    assert first["role"] == "{glue:text}`run_time:s`"
+    assert first["text"] == lab_roles._clean(glued_in_the_book()[chapter]["run_time"])
+    executed = root / "_build/jupyter_execute" / f"{chapter}.ipynb"
+    assert (tmp_path / unquote(first["url"])).resolve() == executed
