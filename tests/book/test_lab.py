@@ -39,6 +39,9 @@ CHAPTERS = {
 KNOWN_HARMLESS: tuple[str, ...] = ()
 # a citation as Lab shows it: "(Du et al., 2018)", "(Chen et al., 2023; Seed paper II, 2026)"
 CITATION = r"\((?:[A-Z][\w'. -]*, \d{4}; )*[A-Z][\w'. -]*, \d{4}\)"
+# a pasted value shown as its role or its bare key ("run_time:s", "lam:.2f"): the server gives
+# Lab the value the last build pasted, or "run_time (pasted by the built book)"
+GLUE_KEY = r"\{glue:text\}|\b[a-z][a-z0-9_]*:(?:s|\.\d+[fge%])\b"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 SETTINGS = {  # every cell in the DOM. No news setting here: `make lab`'s labconfig must keep
     # Jupyter's news pop-up away on a first start (the test checks that none shows)
@@ -173,6 +176,7 @@ def test_a_chapter_runs_in_lab_moves_its_slider_and_reopens_with_its_figure(brow
     assert re.search(CITATION, prose), "no citation reads as authors and year"
     assert not re.findall(r"\b(?:fig|thm|prop|def|sec)-[a-z0-9-]+", prose), "a label is shown"
     assert not re.findall(r"\b[a-z]+(?:19|20)\d\d[a-z]+\b", prose), "a citation key is shown"
+    assert not re.findall(GLUE_KEY, prose), "a pasted value is shown as its glue key"
 
     started = time.monotonic()
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
