@@ -27,8 +27,9 @@ byte for byte. The texts:
 - a pasted value (``{glue:text}`key:fmt``` or ``{glue:text}`path.ipynb::key:fmt```, the path
   as the build reads it): the value the last build pasted, formatted as myst-nb formats it, from
   the ``.glue.json`` myst-nb left beside the executed notebook in ``_build/jupyter_execute``,
-  linked to that executed notebook. Without build output (a fresh clone): "``key`` (pasted by
-  the built book)", linked to the notebook that glues it.
+  linked to that executed notebook (to the notebook that glues it where the server does not
+  serve the build's folder, as under ``make lab``). Without build output (a fresh clone):
+  "``key`` (pasted by the built book)", linked to the notebook that glues it.
 
 A key or label that is not found reads as itself (a glue key as without build output). A
 reference to a target that the notebook's own markdown defines (``(label)=``, ``:label:``,
@@ -392,10 +393,11 @@ def _gluing_notebook(doc: str, notebook: Path | None, index: Index) -> Path | No
     return _home(notebook, index) / notebook.name if notebook else None
 
 
-def _glue(body: str, role: str, index: Index, notebook: Path | None) -> str:
+def _glue(body: str, role: str, index: Index, notebook: Path | None, served: Path | None) -> str:
     """``{glue:text}`[path::]key[:fmt]```: the value the last build pasted, linked to the
-    executed notebook; without a build, the key and who pastes it, linked to the notebook that
-    glues it. Key, format and path are split as myst-nb's ``PasteTextRole`` splits them."""
+    executed notebook (when inside ``served``); without a build, the key and who pastes it,
+    linked to the notebook that glues it. Key, format and path are split as myst-nb's
+    ``PasteTextRole`` splits them."""
     key, fmt = body.rsplit(":", 1) if ":" in body else (body, "s")
     doc, key = key.split("::", 1) if "::" in key else ("", key)
     source = _gluing_notebook(doc, notebook, index)
@@ -403,12 +405,15 @@ def _glue(body: str, role: str, index: Index, notebook: Path | None) -> str:
     docname = source.relative_to(index.root).with_suffix("").as_posix() if in_book else ""
     value = _pasted(docname, key, fmt, index) if docname else None
     executed = index.executed / f"{docname}.ipynb"
-    linked = executed if value is not None and executed.is_file() else source
+    opens = executed.is_file() and (served is None or executed.is_relative_to(served))
+    linked = executed if value is not None and opens else source
     text = f"{key} (pasted by the built book)" if value is None else value
     return _link(_clean(text), _relative(linked, notebook, index) if linked else "", role)
 
 
-def _cell_for_lab(cell: dict, index: Index, notebook: Path | None, local: set[str]) -> dict:
+def _cell_for_lab(
+    cell: dict, index: Index, notebook: Path | None, local: set[str], served: Path | None
+) -> dict:
     source = _joined(cell.get("source", ""))
 
     def one(m: re.Match) -> str:
@@ -418,7 +423,7 @@ def _cell_for_lab(cell: dict, index: Index, notebook: Path | None, local: set[st
         if name.startswith("cite") and name not in ("cite:label", "cite:empty"):
             return _citation(name, body, role, index, notebook)
         if name == "glue:text":
-            return _glue(body, role, index, notebook)
+            return _glue(body, role, index, notebook, served)
         return _reference(name, body, role, index, notebook, local) if name in REFERENCES else role
 
     new = _rewrite(source, _ROLE, one)
@@ -429,19 +434,27 @@ def _as(original: str | list[str], text: str) -> str | list[str]:
     return text if isinstance(original, str) else text.splitlines(keepends=True)
 
 
-def for_lab(notebook: dict, path: str | Path | None = None, index: Index | None = None) -> dict:
+def for_lab(
+    notebook: dict,
+    path: str | Path | None = None,
+    index: Index | None = None,
+    served: str | Path | None = None,
+) -> dict:
     """The notebook (nbformat 4, as a dict) with its MyST references as readable links.
 
     ``path`` is the notebook's file (relative links start from its folder); ``index`` is
-    :func:`book_index` unless given. Returns a new dict; ``notebook`` is not changed, and a
-    cell without a role to rewrite is the same object.
+    :func:`book_index` unless given; ``served`` is the folder the Jupyter server serves (its
+    ``root_dir``): a build's executed notebook outside it would not open (``make lab`` serves
+    ``book/``), so a pasted value then links to the notebook that glues it. Returns a new
+    dict; ``notebook`` is not changed, and a cell without a role to rewrite is the same object.
     """
     index = book_index() if index is None else index
     notebook_path = Path(path).resolve() if path is not None else None
     cells = notebook.get("cells", [])
     markdown = [c for c in cells if c.get("cell_type") == "markdown"]
     local = {label for c in markdown for label, _ in _targets(_joined(c["source"]), Path())}
-    rewrite = {id(c): _cell_for_lab(c, index, notebook_path, local) for c in markdown}
+    folder = Path(served).resolve() if served is not None else None
+    rewrite = {id(c): _cell_for_lab(c, index, notebook_path, local, folder) for c in markdown}
     return notebook | {"cells": [rewrite.get(id(c), c) for c in cells]}
 
 
@@ -506,7 +519,8 @@ def contents_manager_class(base: type | None = None) -> type:
             if notebook and not _ON_DISK.get():
                 try:
                     os_path = self._get_os_path(model["path"])
-                    model["content"] = nbformat.from_dict(for_lab(model["content"], os_path))
+                    lab = for_lab(model["content"], os_path, served=self.root_dir)
+                    model["content"] = nbformat.from_dict(lab)
                 except Exception:  # a reader's notebook always opens
                     self.log.warning("MyST roles left as they are in %s", path, exc_info=True)
             return model

@@ -331,10 +331,10 @@ def write_build(root: Path, glued: dict[str, dict[str, object]]) -> None:
         target.with_suffix(".glue.json").write_text(json.dumps(data), encoding="utf-8")
 
 
-def glue_links(root: Path) -> list[tuple[str, str]]:
+def glue_links(root: Path, served: Path | None = None) -> list[tuple[str, str]]:
     notebook = root / "book/02_percolation/x.ipynb"
-    text = for_lab(one_cell(*GLUE_LINES), notebook, lab_roles.Index(root=root))["cells"][0]
-    return [(m["text"], m["url"]) for m in LINK.finditer(text["source"])]
+    lab = for_lab(one_cell(*GLUE_LINES), notebook, lab_roles.Index(root=root), served)
+    return [(m["text"], m["url"]) for m in LINK.finditer(lab["cells"][0]["source"])]
 
 
 def test_a_glue_role_reads_the_value_the_build_pasted_linked_to_the_executed_notebook(tmp_path):
@@ -346,6 +346,18 @@ def test_a_glue_role_reads_the_value_the_build_pasted_linked_to_the_executed_not
         ("supported", f"{executed}/x.ipynb"),
         ("not tested (n < 3)", f"{executed}/08_real_data.ipynb"),
         ("not tested (n < 3)", f"{executed}/08_real_data.ipynb"),
+    ]
+
+
+def test_a_server_that_serves_book_only_links_a_pasted_value_to_the_notebook_gluing_it(tmp_path):
+    write_build(tmp_path, GLUED)
+    assert glue_links(tmp_path, served=tmp_path)[3][1].startswith("../../_build/")
+    assert glue_links(tmp_path, served=tmp_path / "book") == [  # as `make lab` serves it
+        ("1.5 min", "x.ipynb"),
+        ("2.12", "x.ipynb"),
+        ("supported", "x.ipynb"),
+        ("not tested (n < 3)", "08_real_data.ipynb"),
+        ("not tested (n < 3)", "08_real_data.ipynb"),
     ]
 
 
