@@ -6,7 +6,8 @@ hand reads it with `JUPYTER_CONFIG_PATH=/path/to/flowlaws`). Two changes to what
 reads and writes, both by modules loaded by their paths (the server does not import flowlaws,
 and torch):
 
-- an opened notebook shows its MyST citations and cross-references as readable links (a
+- an opened notebook shows its MyST citations, cross-references and pasted values
+  ({glue:text}: the value the last build pasted, else what belongs there) as readable links (a
   contents manager derived from jupyter_server's, whose `get` rewrites them), and a saved one
   holds the roles again, byte for byte (its pre-save hook; lib/flowlaws/book/lab_roles.py).
   jupytext's server extension derives its own manager from this one, as from the default;
