@@ -9,7 +9,7 @@ and torch):
 - an opened notebook shows its MyST citations, cross-references and pasted values
   ({glue:text}: the value the last build pasted, else what belongs there) as readable links (a
   contents manager derived from jupyter_server's, whose `get` rewrites them), and a saved one
-  holds the roles again, byte for byte (its pre-save hook; lib/flowlaws/book/lab_roles.py).
+  holds the roles again, byte for byte (its pre-save hook; lib/flowlaws/book/lab/roles.py).
   jupytext's server extension derives its own manager from this one, as from the default;
 - saving a notebook writes its live widgets as static outputs, so a reopened notebook shows
   each figure without a kernel, never "Error displaying widget: model not found"
@@ -29,14 +29,14 @@ from pathlib import Path
 
 def _load(name):
     path = Path(__file__).resolve().parent / "lib" / "flowlaws" / "book" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"flowlaws_{name}", path)
+    spec = importlib.util.spec_from_file_location(f"flowlaws_{Path(name).name}", path)
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 c = get_config()  # noqa: F821 (defined by Jupyter when it reads this file)
-c.ServerApp.contents_manager_class = _load("lab_roles").contents_manager_class()
+c.ServerApp.contents_manager_class = _load("lab/roles").contents_manager_class()
 c.ContentsManager.pre_save_hook = _load("saved_outputs").pre_save_hook
 # The server applies its config to the contents manager more than once (jupytext derives a new
 # one); each time jupyter_server warns "Overriding existing pre_save_hook", about this hook.

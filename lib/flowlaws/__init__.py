@@ -207,8 +207,11 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   the live ipywidgets view of a slider figure
 - :mod:`flowlaws.book.saved_outputs`
   a notebook saved by ``make lab`` keeps static figures, not kernel-bound widgets
-- :mod:`flowlaws.book.lab_roles`
-  ``make lab`` shows citations and cross-references as readable links, and saves the roles
+- :mod:`flowlaws.book.lab.roles`
+  ``make lab`` shows citations, cross-references and pasted values as readable links, and
+  saves the roles
+- :mod:`flowlaws.book.lab.book_index`
+  the book as ``lab.roles`` reads it: labels, documents, citations, the last build's glue
 - :mod:`flowlaws.book.sphinxext`
   the Sphinx extension: chart libraries where needed, a static build, a clean console, the
   book's stylesheet, alt text from captions, the executed notebook for download

@@ -35,7 +35,7 @@ CHAPTERS = {
 }
 # jupyterlab-myst cannot resolve a {numref} to a figure labelled in a code cell's metadata (the
 # book's figures are), nor a citation: the server gives Lab such roles as links
-# (lib/flowlaws/book/lab_roles.py), so no "Cross reference target was not found" is harmless.
+# (lib/flowlaws/book/lab/roles.py), so no "Cross reference target was not found" is harmless.
 KNOWN_HARMLESS: tuple[str, ...] = ()
 # a citation as Lab shows it: "(Du et al., 2018)", "(Chen et al., 2023; Seed paper II, 2026)"
 CITATION = r"\((?:[A-Z][\w'. -]*, \d{4}; )*[A-Z][\w'. -]*, \d{4}\)"
