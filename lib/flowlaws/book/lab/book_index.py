@@ -60,11 +60,6 @@ def _joined(source: str | list[str]) -> str:
     return source if isinstance(source, str) else "".join(source)
 
 
-def _clean(text: str) -> str:
-    """``text`` as link text: one line, no brackets, no backslash before the closing one."""
-    return " ".join(text.replace("[", "(").replace("]", ")").split()).rstrip("\\")
-
-
 def _short(text: str, limit: int = 80, clause: bool = True) -> str:
     """The start of ``text`` as one line of link text: whole words, math and code spans whole,
     nothing from the first bracket on; cut at the end of its first sentence (``clause``, three

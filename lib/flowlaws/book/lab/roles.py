@@ -93,8 +93,7 @@ def _sibling(name: str) -> ModuleType:
 
 _index = _sibling("book_index")
 ROOT, Index, Target, book_index = _index.ROOT, _index.Index, _index.Target, _index.book_index
-_ROLE, _targets, _joined, _clean = _index._ROLE, _index._targets, _index._joined, _index._clean
-_glued = _index._glued
+_ROLE, _targets, _joined, _glued = _index._ROLE, _index._targets, _index._joined, _index._glued
 _ON_DISK = contextvars.ContextVar("flowlaws_lab_roles_on_disk", default=False)
 
 
@@ -144,6 +143,11 @@ def _rewrite(text: str, pattern: re.Pattern, replace: Callable[[re.Match], str])
         piece if literal else combined.sub(one, piece)
         for literal, piece in _outside_literal_fences(text)
     )
+
+
+def _clean(text: str) -> str:
+    """``text`` as link text: one line, no brackets, no backslash before the closing one."""
+    return " ".join(text.replace("[", "(").replace("]", ")").split()).rstrip("\\")
 
 
 def _link(text: str, url: str, role: str) -> str:
@@ -251,8 +255,12 @@ def _glue(body: str, role: str, index: Index, notebook: Path | None, served: Pat
     docname = source.relative_to(index.root).with_suffix("").as_posix() if in_book else ""
     value = _pasted(docname, key, fmt, index) if docname else None
     executed = index.executed / f"{docname}.ipynb"
-    opens = executed.is_file() and (served is None or executed.is_relative_to(served))
-    linked = executed if value is not None and opens else source
+    opens = (
+        value is not None
+        and executed.is_file()
+        and (served is None or executed.is_relative_to(served))
+    )
+    linked = executed if opens else source
     text = f"{key} (pasted by the built book)" if value is None else value
     return _link(_clean(text), _relative(linked, notebook, index) if linked else "", role)
 
