@@ -10,6 +10,8 @@ and torch):
   ({glue:text}: the value the last build pasted, else what belongs there) as readable links (a
   contents manager derived from jupyter_server's, whose `get` rewrites them), and a saved one
   holds the roles again, byte for byte (its pre-save hook; lib/flowlaws/book/lab/roles.py).
+  The same manager serves the kernel's full language_info and saves the stored one back, so a
+  notebook only opened is not marked unsaved (lib/flowlaws/book/lab/kernel_language.py).
   jupytext's server extension derives its own manager from this one, as from the default;
 - saving a notebook writes its live widgets as static outputs, so a reopened notebook shows
   each figure without a kernel, never "Error displaying widget: model not found"

@@ -212,6 +212,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   saves the roles
 - :mod:`flowlaws.book.lab.book_index`
   the book as ``lab.roles`` reads it: labels, documents, citations, the last build's glue
+- :mod:`flowlaws.book.lab.kernel_language`
+  a notebook opened by ``make lab`` is not marked unsaved when its kernel connects
 - :mod:`flowlaws.book.sphinxext`
   the Sphinx extension: chart libraries where needed, a static build, a clean console, the
   book's stylesheet, alt text from captions, the executed notebook for download

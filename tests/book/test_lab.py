@@ -162,6 +162,11 @@ def test_a_chapter_runs_in_lab_moves_its_slider_and_reopens_with_its_figure(brow
                                     f"?reset&token={token}")
     _wait_for_notebook(page)
     page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+    # opening is not a change: Lab writes the kernel's language_info when it connects, which
+    # marks a notebook unsaved unless the server gave it that value (lab/kernel_language.py)
+    page.evaluate(f"async () => {{ await {PANEL}.sessionContext.session.kernel.info; }}")
+    page.wait_for_timeout(1500)
+    assert not page.evaluate(f"() => {PANEL}.context.model.dirty"), "opening marked it unsaved"
 
     # a first start: no pop-up asking about Jupyter news over the chapter
     toasts = page.locator(".jp-toast-message, .Toastify__toast")

@@ -241,7 +241,7 @@ def test_the_round_trip_is_exact_for_forms_the_book_does_not_use_yet(text):
     assert from_lab(for_lab(as_lines)) == as_lines
 
 
-@pytest.mark.parametrize("module", ["roles.py", "book_index.py"])
+@pytest.mark.parametrize("module", ["roles.py", "book_index.py", "kernel_language.py"])
 def test_the_module_imports_nothing_from_flowlaws_or_torch(module):
     tree = ast.parse(Path(lab_roles.__file__).with_name(module).read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -268,6 +268,7 @@ def test_the_repository_config_makes_the_server_open_links_and_save_roles(tmp_pa
     opened = LINK.sub("", "".join(c.source for c in model["content"].cells))
     assert "{cite}" not in opened and "{numref}" not in opened and "{doc}" not in opened
     assert "[Nanda et al., 2023](" in "".join(c.source for c in model["content"].cells)
+    assert model["content"].metadata.language_info.get("version"), "stored language_info served"
     content = json.loads(json.dumps(model["content"]))  # as Lab sends it back
     asyncio.run(manager.save({"type": "notebook", "content": content}, "chapter.ipynb"))
     assert (tmp_path / "chapter.ipynb").read_bytes() == source.read_bytes()

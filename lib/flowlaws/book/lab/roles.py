@@ -92,6 +92,7 @@ def _sibling(name: str) -> ModuleType:
 
 
 _index = _sibling("book_index")
+_language = _sibling("kernel_language")
 ROOT, Index, Target, book_index = _index.ROOT, _index.Index, _index.Target, _index.book_index
 _ROLE, _targets, _joined, _glued = _index._ROLE, _index._targets, _index._joined, _index._glued
 _ON_DISK = contextvars.ContextVar("flowlaws_lab_roles_on_disk", default=False)
@@ -339,17 +340,20 @@ def from_lab(notebook: dict) -> dict:
 
 
 def pre_save_hook(model: dict, **kwargs: Any) -> None:
-    """``ContentsManager.pre_save_hook``: a notebook is saved with its roles (:func:`from_lab`).
+    """``ContentsManager.pre_save_hook``: a notebook is saved with its roles (:func:`from_lab`)
+    and its stored ``language_info`` (:mod:`flowlaws.book.lab.kernel_language`).
 
     Changes ``model["content"]`` in place; other files pass untouched.
     """
     if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
-        model["content"] = from_lab(model["content"])
+        model["content"] = _language.from_lab(from_lab(model["content"]))
 
 
 def contents_manager_class(base: type | None = None) -> type:
     """A subclass of ``base`` (jupyter_server's default, ``AsyncLargeFileManager``) whose
-    ``get`` gives a notebook :func:`for_lab` and which saves with :func:`pre_save_hook`.
+    ``get`` gives a notebook :func:`for_lab` and the kernel's full ``language_info`` (so that
+    opening it does not mark it unsaved: :mod:`flowlaws.book.lab.kernel_language`), and which
+    saves with :func:`pre_save_hook`.
 
     Set as ``ServerApp.contents_manager_class``; jupytext's server extension then derives its
     own manager from it, as it derives one from the default. A failure to rewrite logs a warning
@@ -374,6 +378,7 @@ def contents_manager_class(base: type | None = None) -> type:
                 try:
                     os_path = self._get_os_path(model["path"])
                     lab = for_lab(model["content"], os_path, served=self.root_dir)
+                    lab = _language.for_lab(lab)
                     model["content"] = nbformat.from_dict(lab)
                 except Exception:  # a reader's notebook always opens
                     self.log.warning("MyST roles left as they are in %s", path, exc_info=True)
