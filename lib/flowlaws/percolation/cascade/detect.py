@@ -40,7 +40,8 @@ from flowlaws.percolation.cascade.statistic import (
 )
 
 __all__ = [
-    "Z_PEAK", "PERSIST", "typical_jump", "min_points_for_power", "inject_cascade",
+    "Z_PEAK", "PERSIST", "typical_jump", "steps_for_levels", "min_points_for_power",
+    "missing_room", "inject_cascade",
     "persistent_peaks", "TestOnce", "test_grid", "run_test",
 ]
 
@@ -56,12 +57,38 @@ def typical_jump(C: np.ndarray) -> float:
     return float(np.median(np.abs(np.diff(C, axis=1)[is_jump]))) if is_jump.any() else 1.0
 
 
+def steps_for_levels(lam: float = 2.0, n_levels: int = N_TEETH) -> float:
+    """Grid steps between ``p_c`` and the window's far end that :func:`inject_cascade` needs for
+    ``n_levels`` levels at ``lam``: the last level ``2·MIN_GAP`` steps from ``p_c``, the first
+    ``λ^{n_levels−1}`` times as far, at most 0.9 of the way to the far end."""
+    return 2 * MIN_GAP * lam ** (n_levels - 1) / 0.9
+
+
 def min_points_for_power(lam: float = 2.0, n_levels: int = N_TEETH) -> int:
     """The fewest points of a uniform grid on which :func:`inject_cascade` can place
-    ``n_levels`` levels at ``lam`` (the last ``2·MIN_GAP`` steps from ``p_c``, the first
-    ``λ^{n_levels−1}`` times as far, at most 0.9 of the window from it): 179 at λ = 2 and four
+    ``n_levels`` levels at ``lam`` (:func:`steps_for_levels` + 1): 179 at λ = 2 and four
     levels. On a coarser grid power cannot be measured, so no verdict can be "no cascade"."""
-    return int(np.ceil(2 * MIN_GAP * lam ** (n_levels - 1) / 0.9)) + 1
+    return int(np.ceil(steps_for_levels(lam, n_levels))) + 1
+
+
+def missing_room(p: np.ndarray, *, lam: float, n_levels: int,
+                 p_c: float | None = None) -> str:
+    """``""`` when :func:`inject_cascade` can place ``n_levels`` levels at ``lam`` on the grid
+    ``p`` ``(n_points,)``, else the room they would need, as a noun phrase that names what is
+    there: "a grid of ≥ 179 points (has 128)", or with a given ``p_c`` "a window of ≥ 98 grid
+    steps from p_c = 0 to its far end (has 56)". Power needs that room; the phrase is what
+    would decide a verdict whose power could not be measured."""
+    p = np.asarray(p, dtype=float)
+    dp, need = float(np.median(np.diff(p))), steps_for_levels(lam, n_levels)
+    if (len(p) - 1) * dp < need * dp * (1 - 1e-12) or (p[-1] - p[0]) < need * dp * (1 - 1e-12):
+        return f"a grid of ≥ {min_points_for_power(lam, n_levels)} points (has {len(p)})"
+    if p_c is None:
+        return ""
+    has = max(p_c - p[0], p[-1] - p_c) / dp
+    if has >= need * (1 - 1e-12):
+        return ""
+    return (f"a window of ≥ {int(np.ceil(need))} grid steps from p_c = {p_c:g} to its far end "
+            f"(has {int(has)})")
 
 
 def inject_cascade(C: np.ndarray, p: np.ndarray, rng: np.random.Generator, *, lam: float,
@@ -83,20 +110,17 @@ def inject_cascade(C: np.ndarray, p: np.ndarray, rng: np.random.Generator, *, la
     if p_c is not None:
         direction = 1 if p_c - p[0] >= p[-1] - p_c else -1
     direction = int(rng.choice([1, -1])) if direction is None else int(direction)
-    lo = 2 * MIN_GAP * dp * lam ** (n_levels - 1)
+    lo = 0.9 * steps_for_levels(lam, n_levels) * dp
+    missing = missing_room(p, lam=lam, n_levels=n_levels, p_c=p_c)
+    if missing:
+        raise ValueError(f"the window is too small for {n_levels} injected levels at "
+                         f"λ = {lam:g}: they need {missing}")
     near_end = max(0.6 * span, lo / 0.9)
-    if near_end > span:
-        raise ValueError(f"the window of {len(p)} points is too coarse for {n_levels} injected "
-                         f"levels at λ = {lam:g}: the first would lie {lo / dp:.0f} grid steps "
-                         f"from p_c; needs ≥ {min_points_for_power(lam, n_levels)} points")
     if p_c is None:
         dist = rng.uniform(near_end, span)  # p_c's distance from the window's far end
         p_c = p[0] + dist if direction > 0 else p[-1] - dist
     else:
         dist = abs(p_c - (p[0] if direction > 0 else p[-1]))
-        if dist < lo / 0.9:
-            raise ValueError(f"p_c = {p_c:g} leaves too little of the window for {n_levels} "
-                             f"injected levels at λ = {lam:g}")
     first = np.exp(rng.uniform(np.log(lo), np.log(0.9 * dist)))
     d = first * lam ** -np.arange(n_levels, dtype=float)
     levels = p_c - direction * d

@@ -38,7 +38,7 @@ from flowlaws.book.cache import stored_type
 from flowlaws.percolation.cascade.config import POWER_TARGET, READER, CascadeConfig
 from flowlaws.percolation.cascade.detect import (
     TestOnce,
-    min_points_for_power,
+    missing_room,
     run_test,
     test_grid,
     typical_jump,
@@ -308,8 +308,8 @@ def judge_cascade(C: np.ndarray, p: np.ndarray, config: CascadeConfig = READER, 
     decides, decision, curve = None, "", None
     if verdict == "inconclusive" and not three:
         if not np.isfinite(power.power) and config.n_power:
-            need = min_points_for_power(config.lam_claimed, n_levels)
-            decision = f"decides at a grid of ≥ {need} points (has {len(p)})"
+            missing = missing_room(p, lam=config.lam_claimed, n_levels=n_levels, p_c=p_c)
+            decision = f"decides at {missing}" if missing else ""
         elif np.isfinite(power.power) and config.sizes:
             curve = power_curve(source if source is not None else kept, p, config,
                                 n_levels=n_levels, jump=base, p_c=p_c, p_c_err=p_c_err)

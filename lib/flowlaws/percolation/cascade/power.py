@@ -34,7 +34,7 @@ from flowlaws.percolation.cascade.config import (
 )
 from flowlaws.percolation.cascade.detect import (
     inject_cascade,
-    min_points_for_power,
+    missing_room,
     run_test,
     test_grid,
     typical_jump,
@@ -73,15 +73,16 @@ def injection_power(C: np.ndarray, p: np.ndarray, config: CascadeConfig, *,
                     seed: int | None = None, progress: str | None = None) -> Power:
     """The fraction of ``config.n_power`` cascades injected into ``C`` ``(n_runs, n_points)``
     (``n_levels`` levels at ``config.lam_claimed``, jump ``jump``, default the data's median
-    jump) that the same test finds with the same settings. Raises ValueError when the grid is
-    too coarse for the levels (:func:`~flowlaws.percolation.cascade.detect.min_points_for_power`).
+    jump) that the same test finds with the same settings. Raises ValueError, naming the room
+    the levels need, when the window is too small for them
+    (:func:`~flowlaws.percolation.cascade.detect.missing_room`).
     """
     rng = np.random.default_rng([config.seed if seed is None else seed, 1])
     C, p = np.asarray(C, dtype=float), np.asarray(p, dtype=float)
-    need = min_points_for_power(config.lam_claimed, n_levels)
-    if len(p) < need:
-        raise ValueError(f"grid of {len(p)} points too coarse for {n_levels} injected levels at "
-                         f"λ = {config.lam_claimed:g} (needs ≥ {need})")
+    missing = missing_room(p, lam=config.lam_claimed, n_levels=n_levels, p_c=p_c)
+    if missing:
+        raise ValueError(f"the window is too small for {n_levels} injected levels at "
+                         f"λ = {config.lam_claimed:g}: they need {missing}")
     grid, hits = test_grid(p, p_c, p_c_err), 0
     for _ in track(range(config.n_power), desc=progress, enabled=progress is not None):
         planted, _, _ = inject_cascade(C, p, rng, lam=config.lam_claimed, n_levels=n_levels,

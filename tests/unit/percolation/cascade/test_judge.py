@@ -190,7 +190,7 @@ def test_injected_cascades_sit_inside_the_window_and_converge_either_way():
         assert est.lam == pytest.approx(2.0) and est.p_c == pytest.approx(p_c)
     planted, levels, p_c = detect.inject_cascade(C, p, rng, lam=2.0, n_levels=3, p_c=0.8)
     assert p_c == 0.8 and len(levels) == 3 and np.all(levels < 0.8)
-    with pytest.raises(ValueError, match="too coarse"):
+    with pytest.raises(ValueError, match="too small"):
         detect.inject_cascade(np.ones((4, 60)), np.linspace(0, 1, 60), rng, lam=2.0)
 
 
@@ -210,7 +210,7 @@ def test_a_window_too_coarse_for_four_levels_names_the_grid_that_decides():
     rng = np.random.default_rng(4)
     C, p = staircases(16, 128, rng, "uniform")
     v = judge.judge_cascade(C, p, SMOKE.replace(sizes=()))
-    assert np.isnan(v.power) and "too coarse" in v.note and v.verdict != "no cascade"
+    assert np.isnan(v.power) and "too small" in v.note and v.verdict != "no cascade"
     if v.verdict == "inconclusive" and v.reason != THREE_LEVELS:
         assert "decides at a grid of ≥ 179 points" in v.decision
 
@@ -221,9 +221,29 @@ def test_min_points_for_power_is_the_grid_on_which_four_levels_fit():
     rng = np.random.default_rng(5)
     for _ in range(20):  # every draw fits on `need` points
         detect.inject_cascade(np.ones((4, need)), np.linspace(0, 1, need), rng, lam=2.0)
-    with pytest.raises(ValueError, match="needs ≥ 179 points"):
+    with pytest.raises(ValueError, match=r"need a grid of ≥ 179 points \(has 178\)"):
         detect.inject_cascade(np.ones((4, need - 1)), np.linspace(0, 1, need - 1), rng,
                               lam=2.0)
+
+
+def test_a_given_p_c_needs_room_on_its_far_side_and_the_decision_names_it():
+    """The grid is long enough for three levels, but p_c sits mid-window so that its far side
+    holds too few steps: the room named is the one `inject_cascade` accepts once p_c moves."""
+    p = np.arange(120, dtype=float)
+    need = int(np.ceil(detect.steps_for_levels(2.0, 3)))
+    assert need < 119 < 2 * need
+    fits, mid = float(119 - need), 60.0
+    assert detect.missing_room(p, lam=2.0, n_levels=3, p_c=fits) == ""
+    short = detect.missing_room(p, lam=2.0, n_levels=3, p_c=mid)
+    assert short == f"a window of ≥ {need} grid steps from p_c = 60 to its far end (has 60)"
+    rng = np.random.default_rng(6)
+    detect.inject_cascade(np.ones((4, 120)), p, rng, lam=2.0, n_levels=3, p_c=fits)
+    with pytest.raises(ValueError, match="a window of ≥"):
+        detect.inject_cascade(np.ones((4, 120)), p, rng, lam=2.0, n_levels=3, p_c=mid)
+    C, _ = staircases(16, 120, np.random.default_rng(7), "uniform")
+    v = judge.judge_cascade(C, p, SMOKE.replace(sizes=()), p_c=mid, p_c_err=1.0)
+    assert np.isnan(v.power) and "too small" in v.note and v.verdict == "inconclusive"
+    assert v.decision == f"decides at {short}"
 
 
 def test_a_flat_power_curve_is_undecidable_and_says_why():
