@@ -194,7 +194,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   entries on disk: checksummed, written atomically, refused and recomputed when damaged
   (II.1–II.9)
 - :mod:`flowlaws.book.style`
-  the book's matplotlib style (every chapter)
+  the book's matplotlib style (every chapter), with matplotlib's own fonts registered where a
+  shared font cache lacks them
 - :mod:`flowlaws.book.tables`
   the one table helper (I.2–I.5, II.5)
 - :mod:`flowlaws.book.interactive`

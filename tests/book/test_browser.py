@@ -93,6 +93,9 @@ def _layout_problems(page) -> list[str]:
         found.append("a progress bar frozen at 0 %")
     if "|---|" in text:
         found.append("a Markdown table printed as text (|---|)")
+    if "findfont:" in text:
+        found.append("matplotlib's findfont warnings shown to the reader (a font cache without "
+                     "matplotlib's own fonts; flowlaws.book.style.register_bundled_fonts)")
     if "NBVAL" in text:
         found.append("nbval test plumbing (NBVAL) shown to the reader")
     if seen["pageWidth"] > seen["windowWidth"]:

@@ -12,14 +12,17 @@ Explained in: book/01_conservation/01_gradient_flow.ipynb.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+from matplotlib import font_manager
 
 __all__ = [
     "COLUMN_INCHES",
     "PALETTE",
     "column_panels",
+    "register_bundled_fonts",
     "use_book_style",
 ]
 
@@ -28,8 +31,28 @@ PALETTE = ["#1f5a94", "#d1495b", "#2e933c", "#edae49", "#6b4c9a", "#00798c"]
 COLUMN_INCHES = 6.6
 
 
+def register_bundled_fonts() -> int:
+    """Make sure matplotlib's font manager knows the fonts matplotlib ships (STIX, Computer
+    Modern, DejaVu Display: mathtext falls back to them) and return how many it had to add.
+
+    Matplotlib keeps one font cache per user (``~/.cache/matplotlib``), shared by every
+    environment of the same matplotlib version; a cache written by an installation without those
+    fonts makes every figure with math print "findfont: Font family ['STIXGeneral'] not found"
+    into the notebook (seen in the built book, 2026-12-06). Adding them through the public
+    ``FontManager.addfont`` fixes this kernel without touching the cache file.
+    """
+    known = {Path(entry.fname).resolve() for entry in font_manager.fontManager.ttflist}
+    missing = [path for path in sorted((Path(mpl.get_data_path()) / "fonts" / "ttf").glob("*.ttf"))
+               if path.resolve() not in known]
+    for path in missing:
+        font_manager.fontManager.addfont(str(path))
+    return len(missing)
+
+
 def use_book_style() -> None:
-    """Apply the book's matplotlib style: readable sizes, light grid, the book's colours."""
+    """Apply the book's matplotlib style: readable sizes, light grid, the book's colours; the
+    fonts matplotlib ships are registered first (:func:`register_bundled_fonts`)."""
+    register_bundled_fonts()
     mpl.rcParams.update(
         {
             "figure.figsize": (6.4, 3.8),

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import pytest
 from matplotlib.font_manager import FontProperties
 
-from flowlaws.book.style import COLUMN_INCHES, column_panels, use_book_style
+from flowlaws.book.style import (
+    COLUMN_INCHES,
+    column_panels,
+    register_bundled_fonts,
+    use_book_style,
+)
 
 FONT_KEYS = ["font.size", "axes.titlesize", "axes.labelsize", "xtick.labelsize",
              "ytick.labelsize", "legend.fontsize", "figure.titlesize"]
@@ -41,3 +48,24 @@ def test_column_panels_puts_two_panels_to_a_row_in_the_column_width(n, rows):
 def test_column_panels_refuses_no_panels():
     with pytest.raises(ValueError, match="n and columns"):
         column_panels(0)
+
+
+def test_a_font_cache_without_matplotlibs_own_fonts_is_repaired(monkeypatch, caplog):
+    """A shared font cache written by an installation without the bundled fonts (as on this
+    machine, 2026-12-06) made mathtext print findfont warnings into every chapter."""
+    from matplotlib import font_manager
+
+    bundled = str(Path(mpl.get_data_path()).resolve())
+    stripped = [f for f in font_manager.fontManager.ttflist
+                if not str(Path(f.fname).resolve()).startswith(bundled)]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", stripped)
+    font_manager.fontManager._findfont_cached.cache_clear()
+    with pytest.raises(ValueError):  # the broken state: no STIX font at all
+        font_manager.findfont("STIXGeneral", fallback_to_default=False)
+    with mpl.rc_context():
+        assert register_bundled_fonts() > 0
+        caplog.clear()
+        assert font_manager.findfont("STIXGeneral").startswith(bundled)
+        assert register_bundled_fonts() == 0
+    assert "findfont" not in caplog.text
+    font_manager.fontManager._findfont_cached.cache_clear()
