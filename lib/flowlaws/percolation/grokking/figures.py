@@ -71,15 +71,20 @@ def plot_accuracy_bands(
     return fig
 
 
-def variance_top(curves: Sequence[np.ndarray], *, head: int = 1, margin: float = 1.15,
+def variance_top(curves: Sequence[np.ndarray], *, head: int | None = None, margin: float = 1.15,
                  factor: float = 2.0) -> tuple[float | None, list[float]]:
     """The top of a y axis that shows every curve but a spike in its first ``head`` points.
 
-    Returns ``(top, clipped)``: ``top`` is ``margin`` times the largest finite value after the
-    first ``head`` points, and ``None`` (no clipping) unless some curve's first points exceed
-    ``factor`` times that; ``clipped`` lists those first values, to be written beside the axis.
+    ``head`` defaults to the first 2 % of the longest curve's points (at least one): the early
+    transient in which a few runs' order parameter leaves 1 while the mean is still near 1, so
+    ``R`` spikes (3.1 at step 10 in II.7's reader preset). Returns ``(top, clipped)``: ``top`` is
+    ``margin`` times the largest finite value after the first ``head`` points, and ``None`` (no
+    clipping) unless some curve's first points exceed ``factor`` times that; ``clipped`` lists
+    those first values, to be written beside the axis.
     """
     curves = [np.asarray(c, dtype=float) for c in curves]
+    if head is None:
+        head = max(1, int(0.02 * max((len(c) for c in curves), default=0)))
     rest = [c[head:][np.isfinite(c[head:])] for c in curves]
     body = max((r.max() for r in rest if r.size), default=np.nan)
     if not np.isfinite(body) or body <= 0:
@@ -95,8 +100,8 @@ def plot_variance_panels(
     """``R`` of each order parameter in ``names``, one panel per alignment in ``hows``.
 
     ``series`` maps ``"<name>, <how>"`` to ``(C, x)``: ``C`` is ``(n_runs, P)``, ``x`` its
-    ``(P,)`` steps (or lags). A spike at the first point (:func:`variance_top`) is clipped and
-    its value written in the panel, so the rest of the curve keeps the height of the axis.
+    ``(P,)`` steps (or lags). A spike in the first points (:func:`variance_top`) is clipped and
+    its value and step written in the panel, so the rest of the curve keeps the height of the axis.
     """
     fig, axes = plt.subplots(1, len(hows), figsize=(COLUMN_INCHES, 3.2), layout="constrained",
                              squeeze=False)
@@ -114,9 +119,11 @@ def plot_variance_panels(
                     va="center", transform=ax.transAxes, color="0.4")
         top, _ = variance_top([R for _, _, R in drawn])
         if top is not None:
-            ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]), top=top)
-            where = ", ".join(f"{n} {R[0]:.2g}" for n, _, R in drawn if R[0] > top)
-            ax.annotate(f"↑ off scale at {drawn[0][1][0]:g}: R = {where}",
+            lowest = min(float(np.nanmin(R)) for _, _, R in drawn)
+            ax.set_ylim(bottom=min(0.0, lowest) - 0.02 * top, top=top)
+            where = ", ".join(f"{n} {R[i]:.2g} at {x[i]:g}" for n, x, R in drawn
+                              for i in [int(np.nanargmax(R))] if R[i] > top)
+            ax.annotate(f"↑ off scale: R = {where}",
                         xy=(0.02, 0.97), xycoords="axes fraction", va="top", fontsize=8)
         xlabel = "training step" if how == "raw step" else "steps after the run's grokking"
         ax.set(xlabel=xlabel, ylabel="$R$", title=how)

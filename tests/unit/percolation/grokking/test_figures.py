@@ -43,3 +43,22 @@ def test_a_first_point_spike_is_clipped_and_written_beside_the_axis():
     assert ax.get_ylim()[1] < 1.0, "the spike at step 0 does not set the scale"
     assert any("off scale" in t.get_text() for t in ax.texts)
     plt.close(fig)
+
+
+def test_a_spike_just_after_the_first_point_is_clipped_too():
+    """II.7's reader preset: R = 0 at step 0 (every run at 1), 3.1 at step 10, then below 1."""
+    R = np.concatenate([[0.0, 3.1, 1.2], np.linspace(0.9, 0.2, 298)])
+    top, clipped = variance_top([R])
+    assert top == pytest.approx(1.15 * R[6:].max()) and clipped == [3.1]  # head: 2 % = 6 points
+    assert variance_top([R], head=1) == (None, [])
+    x = np.arange(301.0) * 10
+    rng = np.random.default_rng(0)
+    C = 1 + rng.poisson(np.linspace(0.5, 5, 301), size=(32, 301)).astype(float)
+    C[:, 0] = 1
+    C[:4, 1] = 30  # four runs leave 1 early: R spikes at step 10
+    fig = plot_variance_panels({"frequency, raw step": (C, x)}, ["frequency"], hows=["raw step"])
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert any("off scale" in t and "at 10" in t for t in texts), texts
+    assert ax.get_ylim()[1] < 2.0
+    plt.close(fig)
