@@ -26,6 +26,8 @@ def test_each_preset_reruns_at_smoke_size_and_its_file_validates(chapter, tmp_pa
     assert record["params"] == to_json(preset(chapter).smoke)
     assert record["verdicts"] and record["wall_s"] >= 0 and record["cpu_s"] >= 0
     assert record["code"]["modules"] == list(preset(chapter).modules)
+    assert set(record["host"]) >= {"python", "cpus", "cpu", "torch", "numpy"}
+    assert record["host"]["torch"].startswith("2.") and record["host"]["cpu"]
     rows = stored_rows(record["verdicts"], record)
     assert len(rows) == 2 * len(record["verdicts"])
     assert rows[1]["run"] == "stored run, full preset"

@@ -13,7 +13,8 @@ reader-size result. A stored file holds
   had changes), the library's fingerprint, and ``computation``: a hash of the source of the
   modules the computation runs (the ``modules`` named and every ``flowlaws`` module they import,
   recursively, but for the plumbing of ``flowlaws.book``);
-- ``device``, ``started`` (UTC, ISO 8601), ``wall_s`` and ``cpu_s`` (seconds), ``host``.
+- ``device``, ``started`` (UTC, ISO 8601), ``wall_s`` and ``cpu_s`` (seconds), ``host``
+  (:func:`host_description`).
 
 :func:`read_stored` refuses a file whose ``computation`` hash differs from the current code's,
 naming the file and both hashes (:class:`StaleStoredResultError`): the code that produced the stored
@@ -29,6 +30,7 @@ import ast
 import dataclasses
 import datetime
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import math
@@ -49,6 +51,7 @@ __all__ = [
     "REQUIRED",
     "StaleStoredResultError",
     "computation_fingerprint",
+    "host_description",
     "code_version",
     "to_json",
     "write_stored",
@@ -180,6 +183,31 @@ def _from_json(obj: Any) -> Any:
     return obj
 
 
+def _cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_description() -> dict:
+    """What else a rerun must match to reproduce a stored result bit for bit: Python, the CPU
+    count and model (float kernels differ between processors, and a chaotic SGD run amplifies
+    a last bit), and the versions of torch and numpy."""
+    versions = {}
+    for package in ("torch", "numpy"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = "absent"
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "cpu": _cpu_model(),
+            **versions}
+
+
 def write_stored(path: Path | str, *, chapter: str, params: dict, verdicts: dict,
                  numbers: dict, modules: Sequence[str], device: str, started: datetime.datetime,
                  wall_s: float, cpu_s: float, preset: str = "full") -> dict:
@@ -190,7 +218,7 @@ def write_stored(path: Path | str, *, chapter: str, params: dict, verdicts: dict
         "device": device, "started": started.astimezone(datetime.UTC).isoformat(
             timespec="seconds"),
         "wall_s": round(float(wall_s), 1), "cpu_s": round(float(cpu_s), 1),
-        "host": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "host": host_description(),
     })
     _check(record, Path(path))
     path = Path(path)
