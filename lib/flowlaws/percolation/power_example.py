@@ -83,10 +83,14 @@ class InjectionExample:
             f"against the bar a persistent peak must clear, {Z_PEAK:g} σ_R (median σ_R "
             f"{np.median(self.se_planted):.2g}): {ratios}; {clears} of {len(self.levels)} levels "
             f"clear it",
-            f"the test: p = {self.p_value:.3f} (α = {self.alpha:g}), {len(self.peaks)} "
-            f"persistent peaks ({N_TEETH} needed): this cascade is {verdict}; the power is the "
-            f"share of such injections that are found",
+            f"the test: p = {self.p_value:.3f} (α = {self.alpha:g}), "
+            f"{_peaks(len(self.peaks))} ({N_TEETH} needed): this cascade is {verdict}; the power "
+            f"is the share of such injections that are found",
         ]
+
+
+def _peaks(n: int) -> str:
+    return f"{n} persistent peak{'' if n == 1 else 's'}"
 
 
 def worked_injection(C: np.ndarray, p: np.ndarray, *, lam: float = 2.0, seed: int = 0,
@@ -155,6 +159,6 @@ def plot_injection(example: InjectionExample, n_show: int = 6,
                     label="persistent peaks found")
     verdict = "found" if e.found else "missed"
     bottom.set(xlabel=x_label, ylabel="$R$",
-               title=f"the test: p = {e.p_value:.3f}, {len(e.peaks)} persistent peaks: {verdict}")
+               title=f"the test: p = {e.p_value:.3f}, {_peaks(len(e.peaks))}: {verdict}")
     bottom.legend(loc="best", fontsize=8)
     return fig

@@ -42,3 +42,10 @@ def test_bad_shapes_are_refused():
     C, p = _staircases()
     with pytest.raises(ValueError, match="C must be"):
         worked_injection(C[:, :-1], p)
+
+
+def test_the_peak_count_reads_as_english():
+    from flowlaws.percolation.power_example import _peaks
+
+    assert [_peaks(n) for n in (0, 1, 4)] == ["0 persistent peaks", "1 persistent peak",
+                                              "4 persistent peaks"]
