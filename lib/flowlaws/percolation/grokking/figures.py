@@ -77,7 +77,7 @@ def variance_top(curves: Sequence[np.ndarray], *, head: int | None = None, margi
 
     ``head`` defaults to the first 2 % of the longest curve's points (at least one): the early
     transient in which a few runs' order parameter leaves 1 while the mean is still near 1, so
-    ``R`` spikes (3.1 at step 10 in II.7's reader preset). Returns ``(top, clipped)``: ``top`` is
+    ``R`` spikes (3.1 at step 20 in II.7's reader preset). Returns ``(top, clipped)``: ``top`` is
     ``margin`` times the largest finite value after the first ``head`` points, and ``None`` (no
     clipping) unless some curve's first points exceed ``factor`` times that; ``clipped`` lists
     those first values, to be written beside the axis.
@@ -121,8 +121,8 @@ def plot_variance_panels(
         if top is not None:
             lowest = min(float(np.nanmin(R)) for _, _, R in drawn)
             ax.set_ylim(bottom=min(0.0, lowest) - 0.02 * top, top=top)
-            where = ", ".join(f"{n} {R[i]:.2g} at {x[i]:g}" for n, x, R in drawn
-                              for i in [int(np.nanargmax(R))] if R[i] > top)
+            highest = [(n, x[int(np.nanargmax(R))], np.nanmax(R)) for n, x, R in drawn]
+            where = ", ".join(f"{n} {r:.2g} at {at:g}" for n, at, r in highest if r > top)
             ax.annotate(f"↑ off scale: R = {where}",
                         xy=(0.02, 0.97), xycoords="axes fraction", va="top", fontsize=8)
         xlabel = "training step" if how == "raw step" else "steps after the run's grokking"
