@@ -18,6 +18,9 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   argument checks that name the argument (everywhere)
 - :mod:`flowlaws.common.chunks`
   sweeps split into chunks of runs (one seed per run) on Dask, each chunk cached (make full)
+- :mod:`flowlaws.common.threads`
+  independent chunks of one numpy computation on a thread pool, in order (II.5–II.8: the
+  cascade test's null and bootstrap)
 - :mod:`flowlaws.common.stored`
   stored results of full presets: written, validated, refused when their code changed (II.5–II.8)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from flowlaws.common.threads import map_in_threads
 from flowlaws.percolation.cascade.config import CascadeConfig
 from flowlaws.percolation.cascade.geometry import GeometryFit, geometry_test, off_ladder
 from flowlaws.percolation.cascade.statistic import (
@@ -41,7 +42,7 @@ from flowlaws.percolation.cascade.statistic import (
 
 __all__ = [
     "Z_PEAK", "PERSIST", "typical_jump", "steps_for_levels", "min_points_for_power",
-    "missing_room", "inject_cascade",
+    "missing_room", "require_room", "inject_cascade",
     "persistent_peaks", "TestOnce", "test_grid", "run_test",
 ]
 
@@ -80,7 +81,7 @@ def missing_room(p: np.ndarray, *, lam: float, n_levels: int,
     would decide a verdict whose power could not be measured."""
     p = np.asarray(p, dtype=float)
     dp, need = float(np.median(np.diff(p))), steps_for_levels(lam, n_levels)
-    if (len(p) - 1) * dp < need * dp * (1 - 1e-12) or (p[-1] - p[0]) < need * dp * (1 - 1e-12):
+    if p[-1] - p[0] < need * dp * (1 - 1e-12):  # the span, in steps of the median spacing
         return f"a grid of ≥ {min_points_for_power(lam, n_levels)} points (has {len(p)})"
     if p_c is None:
         return ""
@@ -89,6 +90,16 @@ def missing_room(p: np.ndarray, *, lam: float, n_levels: int,
         return ""
     return (f"a window of ≥ {int(np.ceil(need))} grid steps from p_c = {p_c:g} to its far end "
             f"(has {int(has)})")
+
+
+def require_room(p: np.ndarray, *, lam: float, n_levels: int, p_c: float | None = None
+                 ) -> None:
+    """Raise ValueError, naming the room :func:`missing_room` finds missing, when
+    :func:`inject_cascade` cannot place ``n_levels`` levels at ``lam`` on the grid ``p``."""
+    missing = missing_room(p, lam=lam, n_levels=n_levels, p_c=p_c)
+    if missing:
+        raise ValueError(f"the window is too small for {n_levels} injected levels at "
+                         f"λ = {lam:g}: they need {missing}")
 
 
 def inject_cascade(C: np.ndarray, p: np.ndarray, rng: np.random.Generator, *, lam: float,
@@ -111,10 +122,7 @@ def inject_cascade(C: np.ndarray, p: np.ndarray, rng: np.random.Generator, *, la
         direction = 1 if p_c - p[0] >= p[-1] - p_c else -1
     direction = int(rng.choice([1, -1])) if direction is None else int(direction)
     lo = 0.9 * steps_for_levels(lam, n_levels) * dp
-    missing = missing_room(p, lam=lam, n_levels=n_levels, p_c=p_c)
-    if missing:
-        raise ValueError(f"the window is too small for {n_levels} injected levels at "
-                         f"λ = {lam:g}: they need {missing}")
+    require_room(p, lam=lam, n_levels=n_levels, p_c=p_c)
     near_end = max(0.6 * span, lo / 0.9)
     if p_c is None:
         dist = rng.uniform(near_end, span)  # p_c's distance from the window's far end
@@ -182,13 +190,15 @@ def persistent_peaks(C: np.ndarray, p: np.ndarray, comb: Comb | None, *, n_boot:
     arg = _level_positions(C.var(axis=0)[None], windows)
     near = [w | t | (windows[k - 1][1] if k else False) for k, (w, t, _) in enumerate(windows)]
     need = Z_PEAK * np.array([se[m].max() for m in near])
-    held, where = np.zeros(len(windows)), []
-    for k in range(0, n_boot, 16):
-        rows = rng.integers(len(C), size=(min(16, n_boot - k), len(C)))
-        c_b, _ = _tooth_contrasts(relative_variance_se(C[rows])[0], windows)
-        arg_b = _level_positions(C[rows].var(axis=1), windows)
-        held += (c_b > need).sum(axis=0)
-        where.append(p[arg_b])
+    def replicate(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        resampled = C[rows]
+        c_b, _ = _tooth_contrasts(relative_variance_se(resampled)[0], windows)
+        return (c_b > need).sum(axis=0), p[_level_positions(resampled.var(axis=1), windows)]
+
+    draws = (rng.integers(len(C), size=(min(16, n_boot - k), len(C)))
+             for k in range(0, n_boot, 16))
+    scored = map_in_threads(replicate, draws, n_items=-(-n_boot // 16))
+    held, where = sum(h for h, _ in scored), [w for _, w in scored]
     keep = np.append((contrast[0] > need) & (held / n_boot >= PERSIST), False)
     best, run = (0, 0), 0
     for k, kept in enumerate(keep):

@@ -34,7 +34,7 @@ from flowlaws.percolation.cascade.config import (
 )
 from flowlaws.percolation.cascade.detect import (
     inject_cascade,
-    missing_room,
+    require_room,
     run_test,
     test_grid,
     typical_jump,
@@ -75,14 +75,11 @@ def injection_power(C: np.ndarray, p: np.ndarray, config: CascadeConfig, *,
     (``n_levels`` levels at ``config.lam_claimed``, jump ``jump``, default the data's median
     jump) that the same test finds with the same settings. Raises ValueError, naming the room
     the levels need, when the window is too small for them
-    (:func:`~flowlaws.percolation.cascade.detect.missing_room`).
+    (:func:`~flowlaws.percolation.cascade.detect.require_room`).
     """
     rng = np.random.default_rng([config.seed if seed is None else seed, 1])
     C, p = np.asarray(C, dtype=float), np.asarray(p, dtype=float)
-    missing = missing_room(p, lam=config.lam_claimed, n_levels=n_levels, p_c=p_c)
-    if missing:
-        raise ValueError(f"the window is too small for {n_levels} injected levels at "
-                         f"λ = {config.lam_claimed:g}: they need {missing}")
+    require_room(p, lam=config.lam_claimed, n_levels=n_levels, p_c=p_c)
     grid, hits = test_grid(p, p_c, p_c_err), 0
     for _ in track(range(config.n_power), desc=progress, enabled=progress is not None):
         planted, _, _ = inject_cascade(C, p, rng, lam=config.lam_claimed, n_levels=n_levels,

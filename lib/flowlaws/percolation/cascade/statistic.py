@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowlaws.common.threads import map_in_threads
 from flowlaws.percolation.cascade.variance import LAM_RANGE
 
 __all__ = [
@@ -67,24 +68,48 @@ def split_jumps(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(is_jump, 0.0, d), is_jump
 
 
+@dataclass(frozen=True)
+class _Jumps:
+    """A run ensemble split once for dealing: first values ``start`` ``(M, 1)``, the rest of
+    the increments ``rest`` ``(M, T − 1)``, and each jump's ``run``, ``col`` and ``size``."""
+
+    start: np.ndarray
+    rest: np.ndarray
+    runs: np.ndarray
+    cols: np.ndarray
+    sizes: np.ndarray
+
+
+def _split(C: np.ndarray) -> _Jumps:
+    C = np.asarray(C, dtype=float)
+    rest, is_jump = split_jumps(C)
+    runs, cols = np.nonzero(is_jump)
+    return _Jumps(C[:, :1], rest, runs, cols, np.diff(C, axis=1)[runs, cols])
+
+
+def _deal(jumps: _Jumps, orders: list[np.ndarray | None]) -> np.ndarray:
+    """``(len(orders), M, T)`` float32: one ensemble per order of the pooled jump positions
+    (``None``: every jump where it was)."""
+    M, T1 = jumps.rest.shape
+    runs, cols = jumps.runs, jumps.cols
+    out = np.empty((len(orders), M, T1 + 1), dtype=np.float32)
+    out[:, :, 0] = jumps.start[:, 0]
+    for k, order in enumerate(orders):
+        dealt = cols if order is None else cols[order]
+        slots = runs * T1 + dealt[np.lexsort((dealt, runs))]
+        inc = jumps.rest + np.bincount(slots, weights=jumps.sizes,
+                                       minlength=M * T1).reshape(M, T1)
+        out[k, :, 1:] = jumps.start + np.cumsum(inc, axis=1)
+    return out
+
+
 def deal_jumps(C: np.ndarray, n: int, rng: np.random.Generator | None) -> np.ndarray:
     """``(n, n_runs, n_points)`` float32 null ensembles: the pooled jumps of ``C`` dealt back to
     the runs at random (each run gets as many positions as it had, and its own sizes on them in
     order). ``rng=None`` deals every jump back where it was: ``C`` rebuilt by the same path."""
-    C = np.asarray(C, dtype=float)
-    rest, is_jump = split_jumps(C)
-    d = np.diff(C, axis=1)
-    runs, cols = np.nonzero(is_jump)
-    sizes = d[runs, cols]
-    M, T1 = rest.shape
-    out = np.empty((n, M, T1 + 1), dtype=np.float32)
-    out[:, :, 0] = C[:, 0]
-    for k in range(n):
-        dealt = cols if rng is None else cols[rng.permutation(len(cols))]
-        slots = runs * T1 + dealt[np.lexsort((dealt, runs))]
-        inc = rest + np.bincount(slots, weights=sizes, minlength=M * T1).reshape(M, T1)
-        out[k, :, 1:] = C[:, :1] + np.cumsum(inc, axis=1)
-    return out
+    jumps = _split(C)
+    return _deal(jumps, [None if rng is None else rng.permutation(len(jumps.cols))
+                         for _ in range(n)])
 
 
 def relative_variance_se(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -96,8 +121,8 @@ def relative_variance_se(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     dev = C - m[..., None, :]
     dev2 = dev * dev
     v = dev2.mean(axis=-2)
-    mu3 = (dev2 * dev).mean(axis=-2)
-    mu4 = (dev2 * dev2).mean(axis=-2)
+    mu3 = np.multiply(dev, dev2, out=dev).mean(axis=-2)  # in place: no third array
+    mu4 = np.multiply(dev2, dev2, out=dev2).mean(axis=-2)
     safe = np.where(m == 0, 1.0, m)
     R = np.where(m == 0, 0.0, v / safe**2)
     ms = (mu4 - v**2) / safe**4 - 4 * R * mu3 / safe**3 + 4 * R**2 * v / safe**2
@@ -175,47 +200,71 @@ class Comb:
     score: float
 
 
-def _window_means(a: np.ndarray, valid: np.ndarray, sizes: np.ndarray) -> dict:
-    """``{w: (mean, inside)}``: the mean of ``a`` ``(B, G, nx)`` over the centred window of
-    ``w`` samples (0 where the window leaves the valid part), and ``inside`` ``(G, nx)``."""
+def _running_sums(a: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Running sums along the last axis, with a leading 0: of ``a`` ``(B, G, nx)`` where
+    ``valid`` ``(G, nx)`` (0 elsewhere), and of ``valid`` itself."""
     zero = np.zeros(a.shape[:-1] + (1,), dtype=a.dtype)
     total = np.concatenate([zero, np.cumsum(np.where(valid, a, 0), axis=-1)], axis=-1)
     count = np.concatenate([np.zeros((valid.shape[0], 1), int), np.cumsum(valid, -1)], -1)
-    nx, out = a.shape[-1], {}
-    for w in np.unique(sizes):
-        mean = np.zeros(a.shape, dtype=a.dtype)
-        inside = np.zeros(valid.shape, dtype=bool)
-        inside[:, w // 2:w // 2 + nx - w + 1] = (count[:, w:] - count[:, :-w]) == w
-        mean[..., w // 2:w // 2 + nx - w + 1] = (total[..., w:] - total[..., :-w]) / w
-        out[int(w)] = (mean, inside)
-    return out
+    return total, count
+
+
+def _window_means(total: np.ndarray, count: np.ndarray, w: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean, inside)`` over windows of ``w`` samples from the running sums of
+    :func:`_running_sums`: ``mean[..., j]`` averages samples ``j … j + w − 1`` (the window
+    centred on sample ``j + w // 2``), ``(B, G, nx − w + 1)``; ``inside`` ``(G, nx − w + 1)``:
+    the whole window is valid. Only windows that fit are computed: a comb with a tooth outside
+    them scores −∞ whatever its mean."""
+    inside = (count[:, w:] - count[:, :-w]) == w
+    return (total[..., w:] - total[..., :-w]) / w, inside
+
+
+def _comb_contrast(mean: np.ndarray, inside: np.ndarray, s: int, n_teeth: int) -> np.ndarray:
+    """``(B, G, n)`` lowest tooth minus highest trough of the combs of period ``s`` whose first
+    tooth is window ``i < n = L − (n_teeth − 1)·s`` of ``mean`` ``(B, G, L)`` (troughs halfway
+    between teeth), −∞ where a tooth's window is not ``inside``; None when no comb fits."""
+    n, h = mean.shape[-1] - (n_teeth - 1) * s, s // 2
+    if n <= 0:
+        return None
+    teeth, troughs, ok = mean[..., :n].copy(), mean[..., h:h + n].copy(), inside[:, :n].copy()
+    for k in range(1, n_teeth):
+        np.minimum(teeth, mean[..., k * s:k * s + n], out=teeth)
+        ok &= inside[:, k * s:k * s + n]
+        if k < n_teeth - 1:
+            np.maximum(troughs, mean[..., k * s + h:k * s + h + n], out=troughs)
+    np.subtract(teeth, troughs, out=teeth)
+    teeth[:, ~ok] = -np.inf
+    return teeth
 
 
 def comb_statistic(z: np.ndarray, grid: _Grid, *, best: bool = False
                    ) -> np.ndarray | tuple[np.ndarray, Comb | None]:
     """``(B,)`` best comb score of each row of ``z`` ``(B, n_points)`` (module docstring); with
-    ``best=True`` also the :class:`Comb` of the first row."""
+    ``best=True`` also the :class:`Comb` of the first row.
+
+    A tooth is the mean of ``z`` read along ``x`` over a window of ``2·TOOTH_TOL`` periods
+    (at least 2 samples), centred on the tooth; combs whose windows leave the valid part of
+    ``x`` (beyond the grid, or nearer ``p_c`` than ``MIN_GAP`` steps) score −∞."""
     z = np.asarray(z, dtype=np.float32)
     n_teeth = grid.n_teeth
     zx = z[:, grid.i0] * (1 - grid.w) + z[:, grid.i0 + 1] * grid.w  # (B, G, nx)
-    sizes = np.maximum(2, np.round(2 * TOOTH_TOL * grid.shifts).astype(int))
-    means = _window_means(zx, grid.valid, sizes)
-    nx = len(grid.x)
+    total, count = _running_sums(zx, grid.valid)
+    windows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     score, where = np.full(z.shape[0], -np.inf), None
-    for s, size in zip(grid.shifts, sizes, strict=True):
-        mean, inside = means[int(size)]
-        n, h = nx - (n_teeth - 1) * s, s // 2
-        teeth, troughs, ok = mean[..., :n], mean[..., h:h + n], inside[:, :n]
-        for k in range(1, n_teeth):
-            teeth = np.minimum(teeth, mean[..., k * s:k * s + n])
-            ok = ok & inside[:, k * s:k * s + n]
-            if k < n_teeth - 1:
-                troughs = np.maximum(troughs, mean[..., k * s + h:k * s + h + n])
-        contrast = np.where(ok, teeth - troughs, -np.inf).reshape(z.shape[0], -1)
-        top_row = contrast.max(axis=1)
+    for s in grid.shifts:
+        w = max(2, int(np.round(2 * TOOTH_TOL * s)))
+        if w not in windows:
+            windows[w] = _window_means(total, count, w)
+        contrast = _comb_contrast(*windows[w], int(s), n_teeth)
+        if contrast is None:
+            continue
+        n = contrast.shape[-1]
+        top_row = contrast.reshape(z.shape[0], -1).max(axis=1)
         if best and top_row[0] > score[0]:
             g, i = np.unravel_index(int(np.argmax(contrast[0])), (len(grid.p_c), n))
-            where = (int(grid.direction[g]), float(grid.p_c[g]), int(s), int(i), top_row[0])
+            where = (int(grid.direction[g]), float(grid.p_c[g]), int(s), int(i) + w // 2,
+                     top_row[0])
         score = np.maximum(score, top_row)
     if not best:
         return score
@@ -231,16 +280,28 @@ def _statistics(ensembles: np.ndarray, grid: _Grid) -> np.ndarray:
     return np.stack([comb_statistic(z, grid), z.mean(axis=-1)], axis=-1)
 
 
+def _null_statistics(jumps: _Jumps, grid: _Grid, n_null: int, rng: np.random.Generator
+                     ) -> np.ndarray:
+    """``(n_null, 2)`` statistics of ``n_null`` deals, in chunks of ``CHUNK`` scored on threads
+    (:func:`~flowlaws.common.threads.map_in_threads`); the deals' orders are drawn from ``rng``
+    in sequence, so the result does not depend on the number of threads."""
+    sizes = [min(CHUNK, n_null - k) for k in range(0, n_null, CHUNK)]
+    orders = ([rng.permutation(len(jumps.cols)) for _ in range(m)] for m in sizes)
+    scored = map_in_threads(lambda o: _statistics(_deal(jumps, o), grid), orders,
+                            n_items=len(sizes))
+    return np.concatenate(scored)
+
+
 def permutation_test(C: np.ndarray, grid: _Grid, n_null: int, rng: np.random.Generator
                    ) -> tuple[float, float, np.ndarray, Comb | None]:
     """``(p_value, score, null scores, best Comb)`` of ``C`` against ``n_null`` deals.
 
     The rank p-value ``(1 + #{null ≥ observed})/(1 + n_null)`` of the comb score, ties broken
     by the mean of ``z`` (a few runs' quantised ``R`` can tie)."""
-    z = standardized_excess(deal_jumps(C, 1, None))[0]
+    jumps = _split(C)
+    z = standardized_excess(_deal(jumps, [None]))[0]
     observed, comb = comb_statistic(z, grid, best=True)
-    null = np.concatenate([_statistics(deal_jumps(C, min(CHUNK, n_null - k), rng), grid)
-                           for k in range(0, n_null, CHUNK)])
+    null = _null_statistics(jumps, grid, n_null, rng)
     at_least = (null[:, 0] > observed[0]) | (
         (null[:, 0] == observed[0]) & (null[:, 1] >= z.mean()))
     return float((1 + at_least.sum()) / (1 + n_null)), float(observed[0]), null[:, 0], comb

@@ -267,3 +267,18 @@ def test_detectable_jump_climbs_the_ladder_until_the_power_target():
     assert base == np.median(d[d != 0])  # every step of an integer staircase is a jump
     jump, tried = power.detectable_jump(C, p, cfg, known={1.0: (0.95, 0.85)})
     assert jump == base and tried == [(1.0, 0.95)]  # a known power is not measured again
+
+
+def test_power_is_refused_before_any_injection_when_the_levels_have_no_room():
+    """`injection_power` and `inject_cascade` refuse with the same sentence, from one place."""
+    p = np.linspace(0, 1, 100)
+    with pytest.raises(ValueError) as injected:
+        detect.inject_cascade(np.ones((4, 100)), p, np.random.default_rng(0), lam=2.0)
+    with pytest.raises(ValueError) as powered:
+        power.injection_power(np.ones((4, 100)), p, SMOKE)
+    with pytest.raises(ValueError) as required:
+        detect.require_room(p, lam=2.0, n_levels=4)
+    assert str(injected.value) == str(powered.value) == str(required.value)
+    assert str(required.value) == ("the window is too small for 4 injected levels at λ = 2: "
+                                   "they need a grid of ≥ 179 points (has 100)")
+    assert detect.require_room(np.linspace(0, 1, 179), lam=2.0, n_levels=4) is None
