@@ -7,11 +7,14 @@ slower than one, and the comparison is about batching, not threading.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
 from bench import best_time, report
-from flowlaws.percolation.cascade import config, judge, surrogates
+from flowlaws.common import threads
+from flowlaws.percolation.cascade import config, judge, statistic, surrogates
 from flowlaws.percolation.dynamics import ensemble, sde
 from flowlaws.percolation.toys import cascades
 
@@ -90,6 +93,31 @@ def bench_cascade_verdict() -> None:
            f"reported, no target (with the ladder {ladder:.1f} s)")
 
 
+def bench_null_threads() -> None:
+    """The cascade test's permutation test (64 runs, 1,024 points, 99 deals, the reader preset)
+    with its chunks scored on one thread per core against one thread: the same numbers, checked
+    here (:mod:`flowlaws.common.threads`)."""
+    p = np.linspace(0, 1, 1024)
+    C = cascades.random_staircases(64, 1024, np.random.default_rng(0), "uniform")[0]
+    grid = statistic.comb_grid(p)
+
+    def run(n: str) -> tuple:
+        before = os.environ.get(threads.THREADS_ENV)
+        os.environ[threads.THREADS_ENV] = n
+        try:
+            return statistic.permutation_test(C, grid, 99, np.random.default_rng(1))
+        finally:
+            if before is None:
+                del os.environ[threads.THREADS_ENV]
+            else:
+                os.environ[threads.THREADS_ENV] = before
+
+    cores = str(threads.thread_count(4))
+    assert run(cores)[0] == run("1")[0], "threads changed the p-value"
+    report(f"permutation test, 99 deals ({cores} threads vs 1)", best_time(lambda: run(cores)),
+           best_time(lambda: run("1")), "reported, no target (same p-value, checked)")
+
+
 def main() -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -97,6 +125,7 @@ def main() -> None:
         bench_ensemble_em()
         bench_surrogates()
         bench_cascade_verdict()
+        bench_null_threads()
     finally:
         torch.set_num_threads(threads)
 
