@@ -8,6 +8,7 @@ slower than one, and the comparison is about batching, not threading.
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import numpy as np
 import torch
@@ -102,15 +103,8 @@ def bench_null_threads() -> None:
     grid = statistic.comb_grid(p)
 
     def run(n: str) -> tuple:
-        before = os.environ.get(threads.THREADS_ENV)
-        os.environ[threads.THREADS_ENV] = n
-        try:
+        with mock.patch.dict(os.environ, {threads.THREADS_ENV: n}):
             return statistic.permutation_test(C, grid, 99, np.random.default_rng(1))
-        finally:
-            if before is None:
-                del os.environ[threads.THREADS_ENV]
-            else:
-                os.environ[threads.THREADS_ENV] = before
 
     cores = str(threads.thread_count(4))
     assert run(cores)[0] == run("1")[0], "threads changed the p-value"
@@ -119,7 +113,7 @@ def bench_null_threads() -> None:
 
 
 def main() -> None:
-    threads = torch.get_num_threads()
+    torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         bench_ensemble_em()
@@ -127,7 +121,7 @@ def main() -> None:
         bench_cascade_verdict()
         bench_null_threads()
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(torch_threads)
 
 
 if __name__ == "__main__":
