@@ -48,6 +48,7 @@ __all__ = [
 
 Z_PEAK = 2.0
 PERSIST = 0.8
+BOOT_CHUNK = 16  # bootstrap replicates drawn and scored together (one thread's work)
 
 
 def typical_jump(C: np.ndarray) -> float:
@@ -195,9 +196,9 @@ def persistent_peaks(C: np.ndarray, p: np.ndarray, comb: Comb | None, *, n_boot:
         c_b, _ = _tooth_contrasts(relative_variance_se(resampled)[0], windows)
         return (c_b > need).sum(axis=0), p[_level_positions(resampled.var(axis=1), windows)]
 
-    draws = (rng.integers(len(C), size=(min(16, n_boot - k), len(C)))
-             for k in range(0, n_boot, 16))
-    scored = map_in_threads(replicate, draws, n_items=-(-n_boot // 16))
+    starts = range(0, n_boot, BOOT_CHUNK)
+    draws = (rng.integers(len(C), size=(min(BOOT_CHUNK, n_boot - k), len(C))) for k in starts)
+    scored = map_in_threads(replicate, draws, n_items=len(starts))
     held, where = sum(h for h, _ in scored), [w for _, w in scored]
     keep = np.append((contrast[0] > need) & (held / n_boot >= PERSIST), False)
     best, run = (0, 0), 0

@@ -34,7 +34,7 @@ Explained in: book/02_percolation/05_dsi.ipynb.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,10 +62,15 @@ def split_jumps(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(rest, is_jump)``, both ``(n_runs, n_points − 1)``: the increments of each run that are
     not jumps, and where the jumps are (``|ΔC| > JUMP_FACTOR · 1.4826 · MAD(ΔC)``, or any
     nonzero increment when that scale is 0, as for an integer staircase)."""
+    d, is_jump = _increments(C)
+    return np.where(is_jump, 0.0, d), is_jump
+
+
+def _increments(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ΔC, is_jump)``, both ``(n_runs, n_points − 1)``: the rule of :func:`split_jumps`."""
     d = np.diff(C, axis=1)
     scale = 1.4826 * np.median(np.abs(d - np.median(d)))
-    is_jump = np.abs(d) > max(JUMP_FACTOR * scale, 1e-9 * max(np.ptp(C), 1e-300))
-    return np.where(is_jump, 0.0, d), is_jump
+    return d, np.abs(d) > max(JUMP_FACTOR * scale, 1e-9 * max(np.ptp(C), 1e-300))
 
 
 @dataclass(frozen=True)
@@ -82,9 +87,9 @@ class _Jumps:
 
 def _split(C: np.ndarray) -> _Jumps:
     C = np.asarray(C, dtype=float)
-    rest, is_jump = split_jumps(C)
+    d, is_jump = _increments(C)
     runs, cols = np.nonzero(is_jump)
-    return _Jumps(C[:, :1], rest, runs, cols, np.diff(C, axis=1)[runs, cols])
+    return _Jumps(C[:, :1], np.where(is_jump, 0.0, d), runs, cols, d[runs, cols])
 
 
 def _deal(jumps: _Jumps, orders: list[np.ndarray | None]) -> np.ndarray:
@@ -158,6 +163,12 @@ class _Grid:
     valid: np.ndarray  # (G, nx)
     shifts: np.ndarray  # periods in samples of x
     n_teeth: int = N_TEETH
+    # (period, window) in samples of x for each shift: a tooth averages 2·TOOTH_TOL periods,
+    # at least 2 samples
+    widths: list[tuple[int, int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.widths = [(int(s), max(2, int(np.round(2 * TOOTH_TOL * s)))) for s in self.shifts]
 
 
 def comb_grid(p: np.ndarray, *, n_teeth: int = N_TEETH,
@@ -220,7 +231,8 @@ def _window_means(total: np.ndarray, count: np.ndarray, w: int
     return (total[..., w:] - total[..., :-w]) / w, inside
 
 
-def _comb_contrast(mean: np.ndarray, inside: np.ndarray, s: int, n_teeth: int) -> np.ndarray:
+def _comb_contrast(mean: np.ndarray, inside: np.ndarray, s: int, n_teeth: int
+                   ) -> np.ndarray | None:
     """``(B, G, n)`` lowest tooth minus highest trough of the combs of period ``s`` whose first
     tooth is window ``i < n = L − (n_teeth − 1)·s`` of ``mean`` ``(B, G, L)`` (troughs halfway
     between teeth), −∞ where a tooth's window is not ``inside``; None when no comb fits."""
@@ -252,18 +264,17 @@ def comb_statistic(z: np.ndarray, grid: _Grid, *, best: bool = False
     total, count = _running_sums(zx, grid.valid)
     windows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     score, where = np.full(z.shape[0], -np.inf), None
-    for s in grid.shifts:
-        w = max(2, int(np.round(2 * TOOTH_TOL * s)))
+    for s, w in grid.widths:
         if w not in windows:
             windows[w] = _window_means(total, count, w)
-        contrast = _comb_contrast(*windows[w], int(s), n_teeth)
+        contrast = _comb_contrast(*windows[w], s, n_teeth)
         if contrast is None:
             continue
         n = contrast.shape[-1]
         top_row = contrast.reshape(z.shape[0], -1).max(axis=1)
         if best and top_row[0] > score[0]:
             g, i = np.unravel_index(int(np.argmax(contrast[0])), (len(grid.p_c), n))
-            where = (int(grid.direction[g]), float(grid.p_c[g]), int(s), int(i) + w // 2,
+            where = (int(grid.direction[g]), float(grid.p_c[g]), s, int(i) + w // 2,
                      top_row[0])
         score = np.maximum(score, top_row)
     if not best:
