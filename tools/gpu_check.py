@@ -1,7 +1,7 @@
 """``make gpu-check``: on a CUDA machine, the unit tests, every notebook at smoke size on ``cuda``,
-then the grokking chapter's full preset (Nanda et al.'s setting, 64 runs) and the other full
-presets that need a GPU (Adam and AdamW, :data:`flowlaws.percolation.presets.PRESETS`) within a
-time budget.
+then the grokking chapter's full preset (Nanda et al.'s setting, 64 runs) and any other full
+preset of :data:`flowlaws.percolation.presets.PRESETS` declared to need a GPU (none is now:
+II.6's Adam and AdamW fit a CPU) within a time budget.
 The results go to a small JSON file (device, date, command, versions, the runs' records and
 verdicts) that book/02_percolation/07_grokking.ipynb reads and labels as a stored run.
 
@@ -201,8 +201,8 @@ def from_dump(folder: Path, out: Path) -> int:
 
 
 def gpu_presets(cpu_smoke: bool, device: str, budget: float, out_dir: Path) -> dict:
-    """The full presets that need ``cuda`` (:data:`flowlaws.percolation.presets.PRESETS`: Adam
-    and AdamW at the sizes that decide them), each until done or the budget is spent: their
+    """The full presets declared to need ``cuda`` (:data:`flowlaws.percolation.presets.PRESETS`;
+    none is now), each until done or the budget is spent: their
     chunks of runs are cached as they finish (``$FLOWLAWS_GPU_CHECK_CACHE`` or the full presets'
     cache), so the next call resumes them; a finished preset is written to
     ``out_dir/<chapter>_full.json``

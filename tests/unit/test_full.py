@@ -148,14 +148,16 @@ def test_each_full_preset_is_one_parameter_away_in_its_chapter(chapter):
     assert any(call in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
 
 
-def test_a_gpu_preset_refuses_to_start_without_cuda_by_name(tmp_path):
+def test_a_gpu_preset_refuses_to_start_without_cuda_by_name(tmp_path, monkeypatch):
+    from dataclasses import replace
+
     import torch
 
     from flowlaws.percolation.full_run import run_full_preset
 
-    gpu = [c for c, p in PRESETS.items() if p.device == "cuda"]
-    if torch.cuda.is_available() or not gpu:
-        pytest.skip("a GPU is here, or no preset needs one")
-    with pytest.raises(RuntimeError, match=gpu[0]):
-        run_full_preset(gpu[0], out_dir=tmp_path, cache_dir=tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    # no stored preset needs a GPU now (II.6's runs on a CPU): declare one that does
+    monkeypatch.setitem(PRESETS, "06_adaptive", replace(PRESETS["06_adaptive"], device="cuda"))
+    with pytest.raises(RuntimeError, match="06_adaptive"):
+        run_full_preset("06_adaptive", out_dir=tmp_path, cache_dir=tmp_path)
     assert not list(tmp_path.iterdir())

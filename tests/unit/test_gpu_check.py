@@ -17,6 +17,18 @@ gpu_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_check)
 
 
+@pytest.fixture
+def a_gpu_preset(monkeypatch) -> str:
+    """No stored preset needs a GPU now (II.6's runs on a CPU): these tests declare its smoke
+    size as one that does, to run the GPU presets' path."""
+    from dataclasses import replace
+
+    from flowlaws.percolation.presets import PRESETS
+
+    monkeypatch.setitem(PRESETS, "06_adaptive", replace(PRESETS["06_adaptive"], device="cuda"))
+    return "06_adaptive"
+
+
 def test_it_refuses_clearly_without_cuda(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gpu_check.main(["--out", str(tmp_path / "x.json")]) == 2
@@ -31,7 +43,7 @@ def test_cpu_smoke_never_writes_the_stored_results():
         gpu_check.main(["--cpu-smoke", "--out", str(gpu_check.STORED)])
 
 
-def test_cpu_smoke_runs_every_step_and_writes_the_results(monkeypatch, tmp_path):
+def test_cpu_smoke_runs_every_step_and_writes_the_results(monkeypatch, tmp_path, a_gpu_preset):
     monkeypatch.setenv("FLOWLAWS_GPU_CHECK_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "gpu.json"
     assert gpu_check.main(["--cpu-smoke", "--out", str(out), "--budget", "120"]) == 0
@@ -53,9 +65,11 @@ def test_cpu_smoke_runs_every_step_and_writes_the_results(monkeypatch, tmp_path)
         assert stored["preset"] == "smoke" and set(stored["verdicts"]) == set(verdicts)
 
 
-def test_a_gpu_preset_out_of_budget_resumes_at_the_next_call(monkeypatch, tmp_path):
+def test_a_gpu_preset_out_of_budget_resumes_at_the_next_call(monkeypatch, tmp_path,
+                                                            a_gpu_preset):
     monkeypatch.setenv("FLOWLAWS_GPU_CHECK_CACHE", str(tmp_path / "cache"))
     first = gpu_check.gpu_presets(True, "cpu", budget=0.0, out_dir=tmp_path)
     assert first["unfinished"] and not first["finished"]
     second = gpu_check.gpu_presets(True, "cpu", budget=600.0, out_dir=tmp_path)
-    assert set(second["finished"]) == set(first["unfinished"]) and not second["unfinished"]
+    assert set(second["finished"]) == set(first["unfinished"]) == {a_gpu_preset}
+    assert not second["unfinished"]
