@@ -146,7 +146,10 @@ PERCOLATION_RULES: tuple[Rule, ...] = (
          threshold="holds when both optimisers give a cascade whose λ̂ interval lies inside the "
                    "margin after Holm; fails when either fails; inconclusive otherwise",
          margin=_MARGIN, window="every recorded step",
-         size="n_runs runs per optimiser, the chapter's CascadeConfig preset (II.6)",
+         size="n_runs runs per optimiser, the chapter's CascadeConfig preset (II.6), or the "
+              "stored full preset's 1,024 runs × 20,000 steps per optimiser (declared in "
+              "f87d78a for a GPU, before it ran; run on the CPU from 5118d55, the rule "
+              "unchanged)",
          reason="the claim is a conjunction", declared=NEW_TEST,
          first=_revised("361f6a7", "II.6: inconclusive for Adam and AdamW")),
     Rule("grokking_delayed",
