@@ -40,7 +40,7 @@ from flowlaws.percolation.cascade.search import (
     search_text,
 )
 from flowlaws.percolation.cascade.stats import holm
-from flowlaws.percolation.cascade.verdicts import grid_claim, ledger_texts
+from flowlaws.percolation.cascade.verdicts import decision_tally, grid_claim, ledger_texts
 from flowlaws.percolation.dynamics.seeded import data_ensemble_chunk, teacher_ensemble_chunk
 from flowlaws.percolation.grokking.analysis import delay_summary
 from flowlaws.percolation.grokking.model import GrokConfig
@@ -136,10 +136,12 @@ def sgd_search(params: dict, **where) -> tuple[dict, dict]:
     rows, rejected = result["rows"], np.asarray(result["rejected"], dtype=bool)
     counts = {v: sum(r["verdict"] == v for r in rows) for v in ("cascade", "no cascade",
                                                                  "inconclusive")}
+    tally = decision_tally(rows)
     number = (f"declared SGD search: {len(rows)} settings × {result['search']['n_runs']} runs; "
               f"{counts['cascade']} cascade, {counts['no cascade']} no cascade, "
-              f"{counts['inconclusive']} inconclusive; {int(rejected.sum())} rejected after "
-              f"Holm, {len(result['found'])} found, {len(result['replicated'])} replicated")
+              f"{counts['inconclusive']} inconclusive{f' ({tally})' if tally else ''}; "
+              f"{int(rejected.sum())} rejected after Holm, {len(result['found'])} found, "
+              f"{len(result['replicated'])} replicated")
     # the first rule over the grid, as II.5 reads it: a setting found (p ≤ α, four peaks) that
     # survives Holm; "fails" when every setting's point power is at least 0.8
     alpha = result["search"]["alpha"]

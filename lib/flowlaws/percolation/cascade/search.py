@@ -37,6 +37,7 @@ from flowlaws.percolation.cascade.config import READER, CascadeConfig
 from flowlaws.percolation.cascade.judge import judge_cascade
 from flowlaws.percolation.cascade.slider import cascade_point
 from flowlaws.percolation.cascade.stats import holm
+from flowlaws.percolation.cascade.verdicts import decision_tally
 from flowlaws.percolation.dynamics.seeded import teacher_ensemble_chunk
 
 __all__ = ["SGDSearch", "SGD_SEARCH", "NEW_TEST_RULE", "SMOKE_SEARCH", "search_settings",
@@ -154,6 +155,8 @@ def search_text(result: dict) -> str:
     verdicts = [r["verdict"] for r in rows]
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("cascade", "no cascade",
                                                             "inconclusive"))
+    tally = decision_tally(rows)
+    counts += f" ({tally})" if tally else ""
     lines = [
         f"SGD search: {len(rows)} settings ({grid}), {s['n_runs']} runs each of "
         f"{s['fixed']['n_steps']:,} steps ({rows[0]['n_points']} points of C_max), judged at "

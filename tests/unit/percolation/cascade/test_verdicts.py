@@ -14,6 +14,7 @@ from flowlaws.percolation.cascade.verdicts import (
     INCONCLUSIVE,
     UNDECIDABLE,
     claim_numbers,
+    decision_tally,
     ensemble_verdict,
     family_line,
     grid_claim,
@@ -119,3 +120,17 @@ def test_grid_claim_is_undecidable_only_when_no_setting_could_be_decided_otherwi
     assert grid_claim([flat, rising], np.array([False, False])) == INCONCLUSIVE
     assert grid_claim([flat, found], np.array([False, True])) == "holds"
     assert grid_claim([flat, found], np.array([False, False])) == INCONCLUSIVE
+
+
+def test_decision_tally_counts_what_would_decide_each_inconclusive_setting():
+    flat = {"verdict": "inconclusive", "decision": UNDECIDABLE + ": the power does not grow "
+                                                                  "(64: 0.50, 128: 0.40)"}
+    rising = {"verdict": "inconclusive", "decision": "not decided up to 512 resampled runs "
+                                                     "(power 64: 0.03, 512: 0.28, still rising)"}
+    decides = {"verdict": "inconclusive", "decision": "decides at 128 runs (251 grid points)"}
+    unsearched = {"verdict": "inconclusive", "decision": ""}
+    found = {"verdict": "cascade", "decision": "decides at 64 runs (not read: a cascade)"}
+    rows = [rising, flat, decides, flat, unsearched, found, flat, rising]
+    assert decision_tally(rows) == (f"3 {UNDECIDABLE}, 2 not decided up to 512 resampled "
+                                    "runs, 1 decides at 128 runs")
+    assert decision_tally([found, unsearched]) == ""
