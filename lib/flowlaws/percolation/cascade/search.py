@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, field, replace
-from dataclasses import replace as replace_fields
 
 import numpy as np
 
@@ -183,6 +182,6 @@ def search_point(rec: dict) -> SliderPoint:
     :func:`run_setting`): ``R`` over the steps, the verdict, λ̂ ± its error, p and power as
     caption, and the persistent peaks marked only where the verdict is "cascade" (elsewhere a
     peak mark would read as evidence)."""
-    v = replace_fields(rec["result"], verdict=rec["verdict"],
-                       peaks=tuple(float(q) for q in rec["peaks"]))
+    v = replace(rec["result"], verdict=rec["verdict"],
+                peaks=tuple(float(q) for q in rec["peaks"]))
     return cascade_point(v, prefix=f"lr = {rec['setting']['lr']:g}: ")
