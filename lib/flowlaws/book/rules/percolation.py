@@ -149,7 +149,8 @@ PERCOLATION_RULES: tuple[Rule, ...] = (
          size="n_runs runs per optimiser, the chapter's CascadeConfig preset (II.6), or the "
               "stored full preset's 1,024 runs × 20,000 steps per optimiser (declared in "
               "f87d78a for a GPU, before it ran; run on the CPU from 5118d55, the rule "
-              "unchanged)",
+              "unchanged; its power curve's sizes 128–1,024 resampled runs set in 0ac22ea, "
+              "before it gave a verdict)",
          reason="the claim is a conjunction", declared=NEW_TEST,
          first=_revised("361f6a7", "II.6: inconclusive for Adam and AdamW")),
     Rule("grokking_delayed",
