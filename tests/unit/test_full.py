@@ -161,3 +161,31 @@ def test_a_gpu_preset_refuses_to_start_without_cuda_by_name(tmp_path, monkeypatc
     with pytest.raises(RuntimeError, match="06_adaptive"):
         run_full_preset("06_adaptive", out_dir=tmp_path, cache_dir=tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def test_cpu_seconds_count_the_workers_of_a_closed_local_cluster(tmp_path):
+    """A stored result run with ``--workers`` records its workers' CPU too, not only this
+    process's (which waits on them): each spawned worker's start alone (importing torch and
+    flowlaws) costs CPU that ``time.process_time`` cannot see."""
+    import time
+
+    from flowlaws.common.chunks import run_chunked, run_seeds
+    from flowlaws.percolation.dynamics.seeded import data_ensemble_chunk
+    from flowlaws.percolation.full_run import cpu_seconds
+
+    tiny = {"data": "heart", "width": 4, "n_steps": 30, "record_every": 3}
+    c0, own0 = cpu_seconds(), time.process_time()
+    run_chunked(data_ensemble_chunk, run_seeds(2, 4), tiny, chunk_size=2, workers=2,
+                cache_dir=tmp_path)
+    workers_cpu = (cpu_seconds() - c0) - (time.process_time() - own0)
+    assert workers_cpu > 0.5, workers_cpu
+
+
+def test_a_run_on_a_dask_cluster_says_so_in_its_device(monkeypatch):
+    from flowlaws.common.chunks import SCHEDULER_ENV
+    from flowlaws.percolation.full_run import default_device
+
+    assert default_device("08_real_data", 2).endswith(", 2 process(es))")
+    monkeypatch.setenv(SCHEDULER_ENV, "tcp://10.0.0.5:8786")
+    assert default_device("08_real_data") == (
+        "Dask cluster at tcp://10.0.0.5:8786 (CPU seconds: this process only)")

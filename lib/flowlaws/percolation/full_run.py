@@ -14,13 +14,16 @@ Explained in: book/02_percolation/05_dsi.ipynb.
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import time
 from pathlib import Path
 
+from flowlaws.common.chunks import SCHEDULER_ENV
 from flowlaws.common.stored import stored_path
 
-__all__ = ["STORED_DIR", "stored_path", "full_cache_dir", "default_device", "run_full_preset"]
+__all__ = ["STORED_DIR", "stored_path", "full_cache_dir", "default_device", "cpu_seconds",
+           "run_full_preset"]
 
 STORED_DIR = Path(__file__).resolve().parents[3] / "book" / "02_percolation" / "stored"
 
@@ -35,10 +38,12 @@ def full_cache_dir() -> Path:
     return cache_dir() / "full-presets"
 
 
-def default_device(chapter: str, workers: int | None = None, *, smoke: bool = False) -> str:
+def default_device(chapter: str, workers: int | None = None, *, smoke: bool = False,
+                   scheduler: str | None = None) -> str:
     """The device text a stored result records: the GPU's name for a preset that needs
     ``cuda`` (at full size; its smoke size runs on the CPU), else the CPU and the number of
-    processes."""
+    processes, or the Dask cluster at ``scheduler`` (default ``$FLOWLAWS_DASK_SCHEDULER``),
+    whose CPU seconds the record does not count."""
     import torch
 
     from flowlaws.percolation.presets import preset
@@ -47,7 +52,18 @@ def default_device(chapter: str, workers: int | None = None, *, smoke: bool = Fa
         if not torch.cuda.is_available():
             raise RuntimeError(f"the full preset of {chapter} needs a GPU (cuda); none here")
         return torch.cuda.get_device_name(0)
+    scheduler = scheduler or os.environ.get(SCHEDULER_ENV)
+    if scheduler:
+        return f"Dask cluster at {scheduler} (CPU seconds: this process only)"
     return f"cpu ({platform.processor() or platform.machine()}, {workers or 1} process(es))"
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and of its finished child processes, the
+    workers of a Dask ``LocalCluster`` among them once it is closed (``os.times``; on Windows it
+    reports no children, so there this process only). A remote cluster's CPU is not counted."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def run_full_preset(chapter: str, *, smoke: bool = False, out_dir: Path | str = STORED_DIR,
@@ -66,14 +82,15 @@ def run_full_preset(chapter: str, *, smoke: bool = False, out_dir: Path | str = 
 
     p = preset(chapter)
     params = p.smoke if smoke else p.full
-    device = default_device(chapter, workers, smoke=smoke) if device is None else device
+    device = (default_device(chapter, workers, smoke=smoke, scheduler=scheduler)
+              if device is None else device)
     where = {"workers": workers, "scheduler": scheduler,
              "cache_dir": Path(cache_dir) if cache_dir is not None else full_cache_dir(),
              "progress": progress} | ({} if deadline is None else {"deadline": deadline})
     started = datetime.datetime.now(datetime.UTC)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     verdicts, numbers = p.compute(params, **where)
     return write_stored(stored_path(chapter, out_dir), chapter=chapter, params=params,
                         verdicts=verdicts, numbers=numbers, modules=p.modules, device=device,
                         started=started, wall_s=time.perf_counter() - t0,
-                        cpu_s=time.process_time() - c0, preset="smoke" if smoke else "full")
+                        cpu_s=cpu_seconds() - c0, preset="smoke" if smoke else "full")
