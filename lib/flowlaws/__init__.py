@@ -160,12 +160,25 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
 
 - :mod:`flowlaws.percolation.power_example`
   one cascade planted in a real ensemble and what the test sees of it: why its power is low (II.5)
-- :mod:`flowlaws.percolation.presets`
-  every Part II full preset, the sizes that decide a chapter's claims, run by ``make full``
-  (II.5–II.8)
 - :mod:`flowlaws.percolation.full_run`
   run a full preset and store its result: ``make full``, ``make gpu-check`` and a chapter's
   ``full_preset = True`` (II.5–II.8)
+
+``flowlaws.percolation.presets``: every Part II full preset, the sizes that decide a chapter's
+claims, run by ``make full``, one module each
+
+- :mod:`flowlaws.percolation.presets.base`
+  what the presets share: FullPreset, the judge's full settings, chunked ensembles (II.5–II.8)
+- :mod:`flowlaws.percolation.presets.sgd_search`
+  II.5's declared SGD search at full size (II.5)
+- :mod:`flowlaws.percolation.presets.cascade_calibration`
+  II.5's calibration and power tables at full size (II.5)
+- :mod:`flowlaws.percolation.presets.adaptive_cascade`
+  SGD, Adam and AdamW at 1,024 runs (II.6)
+- :mod:`flowlaws.percolation.presets.grokking_delay`
+  the grokking ensemble trained to 24,000 steps, the delay claim (II.7)
+- :mod:`flowlaws.percolation.presets.real_data`
+  Heart Disease at 2,048 runs and digits at 512 (II.8)
 
 ``flowlaws.data``: data that ships, and readers for files you give
 

@@ -46,6 +46,7 @@ from flowlaws.book.progress import bar
 
 __all__ = [
     "SCHEDULER_ENV",
+    "scheduler_address",
     "run_seeds",
     "split_seeds",
     "chunk_stem",
@@ -115,11 +116,18 @@ def _stored(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0
 
 
+def scheduler_address(scheduler: str | None = None) -> str | None:
+    """The Dask scheduler a sweep runs on: ``scheduler`` when given, else
+    ``$FLOWLAWS_DASK_SCHEDULER`` (:data:`SCHEDULER_ENV`), else None (this process or a
+    ``LocalCluster``)."""
+    return scheduler or os.environ.get(SCHEDULER_ENV) or None
+
+
 def _client(scheduler: str | None, workers: int | None, client: Any):
     """``(client, cluster, where)``: the Dask client to use (None: this process)."""
     if client is not None:
         return client, None, f"the given client ({client.scheduler.address})"
-    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    scheduler = scheduler_address(scheduler)
     if scheduler is None and not workers:
         return None, None, "this process"
     from dask.distributed import Client, LocalCluster

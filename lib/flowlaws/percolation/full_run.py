@@ -19,7 +19,7 @@ import platform
 import time
 from pathlib import Path
 
-from flowlaws.common.chunks import SCHEDULER_ENV
+from flowlaws.common.chunks import scheduler_address
 from flowlaws.common.stored import stored_path
 
 __all__ = ["STORED_DIR", "stored_path", "full_cache_dir", "default_device", "cpu_seconds",
@@ -52,7 +52,7 @@ def default_device(chapter: str, workers: int | None = None, *, smoke: bool = Fa
         if not torch.cuda.is_available():
             raise RuntimeError(f"the full preset of {chapter} needs a GPU (cuda); none here")
         return torch.cuda.get_device_name(0)
-    scheduler = scheduler or os.environ.get(SCHEDULER_ENV)
+    scheduler = scheduler_address(scheduler)
     if scheduler:
         return f"Dask cluster at {scheduler} (CPU seconds: this process only)"
     return f"cpu ({platform.processor() or platform.machine()}, {workers or 1} process(es))"

@@ -19,6 +19,7 @@ import numpy as np
 from flowlaws.book.cache import stored_type
 from flowlaws.percolation.cascade.config import READER, CascadeConfig
 from flowlaws.percolation.cascade.judge import CascadeVerdict, judge_cascade
+from flowlaws.percolation.cascade.power import PROJECTED
 from flowlaws.percolation.cascade.stats import grid_summary
 from flowlaws.percolation.cascade.surrogates import surrogate_test
 from flowlaws.percolation.cascade.variance import finite_runs, relative_variance
@@ -93,14 +94,32 @@ def grid_claim(rows: Sequence, rejected: np.ndarray) -> str:
 
 def decision_tally(rows: Sequence) -> str:
     """What would decide the inconclusive rows of a grid, counted by kind: ``"19 undecidable
-    by this test, 4 not decided up to 512 resampled runs, 1 decides at 128 runs"`` (the head
-    of each row's ``decision``, :func:`~flowlaws.percolation.cascade.power.decision_size`'s
-    text without its power curve), most frequent first; empty when no inconclusive row has a
-    decision."""
-    heads = Counter(UNDECIDABLE if _decision(r).startswith(UNDECIDABLE)
-                    else _decision(r).split(" (")[0]
-                    for r in rows if r["verdict"] == "inconclusive" and _decision(r))
-    return ", ".join(f"{n} {head}" for head, n in heads.most_common())
+    by this test, 4 not decided up to 512 resampled runs (projected to decide at about 2,100 to
+    9,800 runs), 1 decides at 256 runs"`` (the head of each row's ``decision``,
+    :func:`~flowlaws.percolation.cascade.power.decision_size`'s text without its power curve,
+    with the range of the sizes projected for that kind), most frequent first; empty when no
+    inconclusive row has a decision."""
+    decisions = [_decision(r) for r in rows if r["verdict"] == "inconclusive" and _decision(r)]
+    heads = Counter(_head(d) for d in decisions)
+    projected: dict[str, list[int]] = {}
+    for d in decisions:
+        if PROJECTED in d:
+            size = d.split(PROJECTED, 1)[1].split(" runs", 1)[0]
+            projected.setdefault(_head(d), []).append(int(size.replace(",", "")))
+    parts = []
+    for head, n in heads.most_common():
+        sizes = sorted(projected.get(head, []))
+        span = (f"{sizes[0]:,}" if sizes and sizes[0] == sizes[-1]
+                else f"{sizes[0]:,} to {sizes[-1]:,}" if sizes else "")
+        some = f"{len(sizes)} " if len(sizes) < n else ""
+        parts.append(f"{n} {head}" + (f" ({some}{PROJECTED} {span} runs)" if span else ""))
+    return ", ".join(parts)
+
+
+def _head(decision: str) -> str:
+    """The kind of a decision text: "undecidable by this test", "decides at 256 runs", "not
+    decided up to 512 resampled runs"."""
+    return UNDECIDABLE if decision.startswith(UNDECIDABLE) else decision.split(" (")[0]
 
 
 def claim_numbers(v: CascadeVerdict, *, with_claimed_lam: bool = False) -> str:

@@ -259,6 +259,52 @@ def test_a_flat_power_curve_is_undecidable_and_says_why():
     assert power.decision_size(done, C, 0.1) [0] == 32
 
 
+def test_a_resampled_rung_at_the_ensembles_own_size_does_not_decide():
+    """Issue 25: a setting of 128 runs, inconclusive at 128 by its direct power, read "decides at
+    128 runs" when 128 resampled runs reached the target: only a larger size decides."""
+    C = np.random.default_rng(1).normal(size=(128, 64))
+    own = power.PowerCurve((64, 128), (0.5, 0.97), (0.3, 0.85), (0.7, 1.0), True, 64, 40, 128)
+    n, text = power.decision_size(own, C, 0.1)
+    assert n is None and text.startswith("not decided up to 128")
+    assert "at or below the ensemble's own size do not decide" in text
+    above = own.__class__((64, 128, 256), (0.5, 0.97, 0.97), (0.3, 0.85, 0.85), (0.7, 1, 1),
+                          True, 64, 40, 128)
+    assert power.decision_size(above, C, 0.1)[0] == 256
+    fresh = own.__class__((64, 128), (0.5, 0.97), (0.3, 0.85), (0.7, 1.0), False, 64, 40, 0)
+    assert power.decision_size(fresh, C, 0.1)[0] == 128  # fresh runs: no own size
+
+
+def test_the_projected_size_follows_the_curve_and_is_refused_without_a_rise():
+    def curve(hits, sizes=(256, 512, 1024, 2048)):
+        return power.PowerCurve(sizes, tuple(h / 40 for h in hits), (0.0,) * len(hits),
+                                (1.0,) * len(hits), True, 1001, 40, max(sizes))
+
+    slow, fast = power.projected_size(curve((0, 1, 1, 5))), power.projected_size(
+        curve((2, 8, 16, 26)))
+    assert slow[0] > 2048 and fast[0] > 2048 and fast[0] < slow[0]
+    # at the projected size the fitted curve would reach 38 of 40 hits, beyond the data
+    assert power.projected_size(curve((0, 0, 0, 0)))[0] is None
+    size, why = power.projected_size(curve((9, 6, 4, 2)))
+    assert size is None and "does not rise" in why
+    text = power.decision_size(curve((0, 1, 1, 5)), np.ones((4, 8)), 1.0)[1]
+    assert f"{power.PROJECTED} {slow[0]:,} runs" in text
+
+
+def test_the_tally_names_the_projected_sizes_of_each_kind():
+    from flowlaws.percolation.cascade.verdicts import decision_tally
+
+    def row(text):
+        return {"verdict": "inconclusive", "decision": text}
+
+    rows = [row(f"not decided up to 512 resampled runs (power 64: 0.1); {power.PROJECTED} "
+                f"{n:,} runs (a probit fit)") for n in (2100, 9800)]
+    rows += [row("not decided up to 512 resampled runs (power 64: 0.0); larger ensembles "
+                 "needed; no size can be projected: none found"), row("undecidable by this test")]
+    assert decision_tally(rows) == ("3 not decided up to 512 resampled runs (2 projected to "
+                                    "decide at about 2,100 to 9,800 runs), 1 undecidable by "
+                                    "this test")
+
+
 def test_detectable_jump_climbs_the_ladder_until_the_power_target():
     C, p = staircases(32, 256, np.random.default_rng(6), "uniform")
     cfg = SMOKE.replace(n_null=19, n_boot=20, jump_ladder=(1.0, 8.0))
