@@ -135,6 +135,8 @@ Every module in one line, with the chapters that use it (``I.n`` is Part I chapt
   MLP neurons' key frequencies and the frequency C_max (II.7)
 - :mod:`flowlaws.percolation.grokking.analysis`
   delay ratios, runs aligned by their grokking step, verdicts with Holm's correction (II.7)
+- :mod:`flowlaws.percolation.grokking.cascade_claim`
+  the four C_max series, the cascade test on each, the grokking cascade's ledger row (II.7)
 - :mod:`flowlaws.percolation.grokking.checkpoints`
   a grokking run's folder: its key, checkpoints with a fallback, C_max at any tolerance (II.7)
 - :mod:`flowlaws.percolation.grokking.figures`
@@ -177,6 +179,8 @@ claims, run by ``make full``, one module each
   SGD, Adam and AdamW at 1,024 runs (II.6)
 - :mod:`flowlaws.percolation.presets.grokking_delay`
   the grokking ensemble trained to 24,000 steps, the delay claim (II.7)
+- :mod:`flowlaws.percolation.presets.grokking_cascade`
+  the same 24,000-step run's four C_max series judged, the cascade claim (II.7)
 - :mod:`flowlaws.percolation.presets.real_data`
   Heart Disease at 2,048 runs and digits at 512 (II.8)
 

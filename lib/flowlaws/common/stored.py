@@ -197,15 +197,18 @@ def _cpu_model() -> str:
 def host_description() -> dict:
     """What else a rerun must match to reproduce a stored result bit for bit: Python, the CPU
     count and model (float kernels differ between processors, and a chaotic SGD run amplifies
-    a last bit), and the versions of torch and numpy."""
+    a last bit), torch's intra-op thread count, and the versions of torch and numpy."""
     versions = {}
     for package in ("torch", "numpy"):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = "absent"
+    import torch
+
+    # torch's intra-op threads: training the grokking ensemble can round differently with them
     return {"python": platform.python_version(), "cpus": os.cpu_count(), "cpu": _cpu_model(),
-            **versions}
+            "torch_threads": torch.get_num_threads(), **versions}
 
 
 def write_stored(path: Path | str, *, chapter: str, params: dict, verdicts: dict,
