@@ -119,14 +119,19 @@ PERCOLATION_RULES: tuple[Rule, ...] = (
          threshold="holds for a cascade whose λ̂ interval lies inside the margin around 2; fails "
                    "for 'no cascade' or an interval outside it; inconclusive otherwise",
          margin=_MARGIN, window="the merged fraction p over [0, 1]",
-         size="ctl_units units, ctl_runs runs, the chapter's CascadeConfig preset (II.5)",
+         size="ctl_units units, ctl_runs runs, the chapter's CascadeConfig preset (II.5), or the "
+              "stored full preset's 256 runs of 256 units with the size search at 64-512 runs "
+              "(presets.controls: the sizes II.5's parameter cell named as its full preset, "
+              "declared as a preset before it ran)",
          reason="a claimed λ is judged by its interval, not by a tolerance",
          declared=NEW_TEST,
          first=_revised("3373c9d", "II.5 read λ = 1.81 ± 0.04 as 'holds' at power 0.50")),
     Rule("dsi_kinematic",
          statistic=CASCADE_TEST + ", on the kinematic ring",
          threshold="as dsi_pairwise_lambda2, at λ = 2", margin=_MARGIN,
-         window="the ring's merged fraction", size="kin_units units, kin_runs runs (II.5)",
+         window="the ring's merged fraction",
+         size="kin_units units, kin_runs runs (II.5), or the stored full preset's 256 runs of "
+              "256 units, resampled at 64-512 runs (presets.controls, declared before it ran)",
          reason="the seed's 'λ ≈ 2'", declared=NEW_TEST,
          first=_revised("3373c9d", "II.5's ring: inconclusive at every size tried")),
     Rule("dsi_sgd",

@@ -26,6 +26,7 @@ from __future__ import annotations
 from flowlaws.percolation.presets import (
     adaptive_cascade,
     cascade_calibration,
+    controls,
     grokking_cascade,
     grokking_delay,
     real_data,
@@ -37,8 +38,8 @@ __all__ = ["FullPreset", "PRESETS", "preset", "VERDICT_KEYS"]
 
 PRESETS: dict[str, FullPreset] = {
     m.PRESET.chapter: m.PRESET
-    for m in (real_data, cascade_calibration, sgd_search, adaptive_cascade, grokking_delay,
-              grokking_cascade)}
+    for m in (real_data, cascade_calibration, controls, sgd_search, adaptive_cascade,
+              grokking_delay, grokking_cascade)}
 """Every Part II full preset, by chapter key (its stored file's name). The grokking chapter's
 GPU preset (Nanda et al.'s setting, 64 runs) is run by ``tools/gpu_check.py`` itself, into its
 checkpoint store."""
