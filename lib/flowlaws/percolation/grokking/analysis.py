@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowlaws.book.cache import stored_type
+from flowlaws.book.progress import track
 from flowlaws.percolation.cascade.config import READER, CascadeConfig
 from flowlaws.percolation.cascade.judge import judge_cascade
 from flowlaws.percolation.cascade.statistic import MIN_GAP
@@ -142,10 +143,12 @@ def judge_series(series: dict[str, tuple[np.ndarray, np.ndarray]],
     ``decision``, ``runs_needed``: its ``decides_at``), ``holm`` (rejected after Holm's correction
     over the ``n_tests`` rows actually tested), ``final`` (a cascade whose p-value does not
     survive it is "inconclusive") and ``constant`` (nothing to judge: the order parameter never
-    varies, fewer than 2 finite runs, or fewer points than the test needs).
+    varies, fewer than 2 finite runs, or fewer points than the test needs). A progress bar
+    counts the series (a full preset's judge takes minutes per series).
     """
     rows = []
-    for k, (name, (C, x)) in enumerate(series.items()):
+    judged = track(series.items(), desc="judging the C_max series", total=len(series))
+    for k, (name, (C, x)) in enumerate(judged):
         C = np.asarray(C, dtype=float)
         finite = C[np.isfinite(C).all(1)]
         why = ("the order parameter never varies (R ≡ 0)" if len(finite) >= 2

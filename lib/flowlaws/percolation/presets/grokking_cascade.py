@@ -11,15 +11,12 @@ Explained in: book/02_percolation/07_grokking.ipynb.
 """
 from __future__ import annotations
 
-from flowlaws.percolation.grokking.analysis import delay_summary
 from flowlaws.percolation.grokking.cascade_claim import (
     cascade_claim,
     cascade_series,
     judge_grokking_cascade,
 )
 from flowlaws.percolation.grokking.fourier import frequency_cmax
-from flowlaws.percolation.grokking.model import GrokConfig
-from flowlaws.percolation.grokking.training import train_grokking
 from flowlaws.percolation.presets.base import (
     FULL_JUDGE,
     SMOKE_JUDGE,
@@ -27,7 +24,7 @@ from flowlaws.percolation.presets.base import (
     claim_row,
     keep_fields,
 )
-from flowlaws.percolation.presets.grokking_delay import GROKKING_RUN
+from flowlaws.percolation.presets.grokking_delay import GROKKING_RUN, trained_run
 
 __all__ = ["compute", "PRESET"]
 
@@ -37,12 +34,7 @@ def compute(params: dict, **where) -> tuple[dict, dict]:
     its grokking steps (``grok_threshold``), the frequency (``share_threshold``) and
     weight-space ``C_max`` series, each judged at ``lam`` with ``params["judge"]``
     (``n_surrogates`` phase-randomised surrogates beside it), and the claim's row."""
-    cfg = GrokConfig(**params["config"])
-    run = train_grokking(cfg, device=params.get("device", "cpu"), cache_dir=where.get("cache_dir"),
-                         progress=where.get("progress") is not None)
-    delay = delay_summary(run.steps, run.train_acc, run.test_acc,
-                          mem_threshold=params["mem_threshold"],
-                          grok_threshold=params["grok_threshold"])
+    cfg, run, delay = trained_run(params, **where)
     orders = {"frequency": frequency_cmax(run.freqs, params["share_threshold"]),
               "weight": run.c_max[:, :, 0]}
     series = cascade_series(run.steps, orders, delay.grokked)

@@ -7,12 +7,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from flowlaws.percolation.grokking.analysis import delay_summary
+from flowlaws.percolation.grokking.analysis import Delay, delay_summary
 from flowlaws.percolation.grokking.model import GrokConfig
-from flowlaws.percolation.grokking.training import train_grokking
+from flowlaws.percolation.grokking.training import GrokRun, train_grokking
 from flowlaws.percolation.presets.base import FullPreset, claim_row
 
-__all__ = ["compute", "PRESET"]
+__all__ = ["compute", "trained_run", "PRESET", "GROKKING_RUN"]
+
+
+def trained_run(params: dict, **where) -> tuple[GrokConfig, GrokRun, Delay]:
+    """The ensemble ``params["config"]`` (a :class:`GrokConfig` as a dict) trained to its
+    ``n_steps``, or loaded from (or resumed in) the run store ``where["cache_dir"]``, with its
+    :func:`delay_summary` at ``params["mem_threshold"]`` and ``params["grok_threshold"]``; a
+    progress bar when ``where["progress"]`` is set. Both II.7 presets start here."""
+    cfg = GrokConfig(**params["config"])
+    run = train_grokking(cfg, device=params.get("device", "cpu"), cache_dir=where.get("cache_dir"),
+                         progress=where.get("progress") is not None)
+    delay = delay_summary(run.steps, run.train_acc, run.test_acc,
+                          mem_threshold=params["mem_threshold"],
+                          grok_threshold=params["grok_threshold"])
+    return cfg, run, delay
 
 
 def compute(params: dict, **where) -> tuple[dict, dict]:
@@ -22,12 +36,7 @@ def compute(params: dict, **where) -> tuple[dict, dict]:
     steps, and the verdict of the declared rule (``grokking_delayed``). ``where``: ``cache_dir``
     of the run store (workers and scheduler are not used: the ensemble is one batched
     computation)."""
-    cfg = GrokConfig(**params["config"])
-    run = train_grokking(cfg, device=params.get("device", "cpu"), cache_dir=where.get("cache_dir"),
-                         progress=where.get("progress") is not None)
-    delay = delay_summary(run.steps, run.train_acc, run.test_acc,
-                          mem_threshold=params["mem_threshold"],
-                          grok_threshold=params["grok_threshold"])
+    cfg, run, delay = trained_run(params, **where)
     verdict, first = delay.verdicts(cfg.p)
     late = delay.ratio[np.isfinite(delay.ratio)]
     spread = f" (range {late.min():.1f}–{late.max():.1f})" if len(late) else ""
