@@ -175,6 +175,8 @@ claims, run by ``make full``, one module each
   II.5's declared SGD search at full size (II.5)
 - :mod:`flowlaws.percolation.presets.cascade_calibration`
   II.5's calibration and power tables at full size (II.5)
+- :mod:`flowlaws.percolation.presets.controls`
+  II.5's three model controls at 256 runs, with the size search and the jump ladder (II.5)
 - :mod:`flowlaws.percolation.presets.adaptive_cascade`
   SGD, Adam and AdamW at 1,024 runs (II.6)
 - :mod:`flowlaws.percolation.presets.grokking_delay`
