@@ -287,9 +287,10 @@ def _finite(x: Any) -> float | None:
 
 def _row(label: str, name: str, v: Any, when: str) -> dict:
     lam, err = _finite(_field(v, "lam")), _finite(_field(v, "lam_err"))
+    both = lam is not None and err is not None  # no-break spaces: "1.91 ± 0.04" stays one line
     return {"run": label, "set": name, "verdict": _field(v, "verdict"),
             "p": _finite(_field(v, "p_value")), "power": _finite(_field(v, "power")),
-            "lam": f"{lam:.2f} ± {err:.2f}" if lam is not None and err is not None else None,
+            "lam": f"{lam:.2f}\u00a0±\u00a0{err:.2f}" if both else None,
             "size": f"{_field(v, 'n_runs')} runs × {_field(v, 'n_points') or '?'} points",
             "when": when}
 
