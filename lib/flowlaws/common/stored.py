@@ -60,6 +60,7 @@ __all__ = [
     "STORED_COLUMNS",
     "stored_table",
     "stored_claim",
+    "beside_stored",
     "stored_path",
     "read_if_current",
 ]
@@ -349,18 +350,23 @@ def read_if_current(chapter: str, folder: Path | str = "stored") -> tuple[dict |
                     f"wall {record['wall_s'] / 60:.1f} min, CPU {record['cpu_s'] / 60:.1f} min")
 
 
+def beside_stored(record: dict, stored: str, this: str) -> str:
+    """One line that gives both runs of a number: "stored run, full preset (date, device, wall
+    time): ``stored`` · this build, reader preset: ``this``" (``record``: the stored file)."""
+    when = (f"{record['started'][:16].replace('T', ' ')} UTC, {record['device']}, "
+            f"{record['wall_s'] / 60:.0f} min wall")
+    return f"stored run, full preset ({when}): {stored} · this build, reader preset: {this}"
+
+
 def stored_claim(record: dict | None, claim_id: str, verdict: str, number: str,
                  first_verdict: str | None = None) -> tuple[str, str, str | None]:
     """The ledger row ``(verdict, number, first_verdict)`` of ``claim_id`` given this build's
     (reader preset) ``verdict``, ``number`` and ``first_verdict``: when ``record`` (a current
     stored full preset, :func:`read_if_current`) decided the claim, its verdict and first
-    verdict, and a number that gives both runs, "stored run, full preset (date, device, wall
-    time): … · this build, reader preset: <verdict> (…)"; else this build's row unchanged."""
+    verdict, and a number that gives both runs (:func:`beside_stored`, this build's as
+    "<verdict> (…)"); else this build's row unchanged."""
     stored = ((record or {}).get("numbers", {}).get("claims") or {}).get(claim_id)
     if stored is None:
         return verdict, number, first_verdict
-    when = (f"{record['started'][:16].replace('T', ' ')} UTC, {record['device']}, "
-            f"{record['wall_s'] / 60:.0f} min wall")
-    both = (f"stored run, full preset ({when}): {stored['number']} · this build, reader preset: "
-            f"{verdict} ({number})")
+    both = beside_stored(record, stored["number"], f"{verdict} ({number})")
     return stored["verdict"], both, stored["first_verdict"]
